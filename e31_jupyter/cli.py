@@ -1,0 +1,414 @@
+"""The ``e31`` command: submit notebooks as GPU jobs, follow them, collect their output."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from datetime import datetime, timezone
+
+from .client import FINAL_STATES, E31Client
+from .errors import E31Error
+
+STATES = ("queued", "running", "succeeded", "failed", "cancelled", "expired")
+LAUNCHERS = ("lab", "serve")
+
+
+# -- parsing ----------------------------------------------------------------------------------
+
+
+def parameter_value(text: str):
+    """A ``-p NAME VALUE`` value typed as papermill's CLI types it: bool, None, int, float or str."""
+    literals = {"True": True, "False": False, "None": None}
+    if text in literals:
+        return literals[text]
+    for cast in (int, float):
+        try:
+            return cast(text)
+        except ValueError:
+            pass
+    return text
+
+
+def duration(text: str) -> int | str:
+    """A run time as given: whole seconds become a number, "90m" or "6h" go to the server as is."""
+    return int(text) if text.isdigit() else text
+
+
+def submit_body(args: argparse.Namespace) -> dict:
+    """The submit request for ``e31 submit`` arguments; local paths made absolute."""
+    body = {"path": os.path.abspath(args.notebook)}
+    if args.parameters:
+        body["parameters"] = {name: parameter_value(value) for name, value in args.parameters}
+    if args.data:
+        body["data"] = [os.path.abspath(path) for path in args.data]
+    optional = {
+        "gpus": args.gpus,
+        "max_runtime": args.max_runtime,
+        "expected_runtime": args.expected_runtime,
+        "deadline": args.deadline,
+        "name": args.name,
+        "team": args.team,
+        "outputs": args.outputs,
+        "reports": args.reports,
+    }
+    body.update({key: value for key, value in optional.items() if value is not None})
+    return body
+
+
+# -- formatting -------------------------------------------------------------------------------
+
+
+def format_table(headers: list[str], rows: list[list]) -> str:
+    """Left-aligned columns, two spaces apart; None shows as '-'."""
+    cells = [headers] + [["-" if cell is None else str(cell) for cell in row] for row in rows]
+    widths = [max(len(row[i]) for row in cells) for i in range(len(headers))]
+    return "\n".join("  ".join(c.ljust(w) for c, w in zip(row, widths)).rstrip() for row in cells)
+
+
+def format_seconds(seconds: float) -> str:
+    """A compact span of time: '45s', '12m', '1h30m', '2d3h'."""
+    seconds = int(seconds)
+    units = (("d", 86400), ("h", 3600), ("m", 60), ("s", 1))
+    parts = []
+    for unit, size in units:
+        if seconds >= size or (unit == "s" and not parts):
+            parts.append(f"{seconds // size}{unit}")
+            seconds %= size
+        if len(parts) == 2 or (parts and not seconds):
+            break
+    return "".join(parts)
+
+
+def parse_time(iso: str) -> datetime:
+    moment = datetime.fromisoformat(iso)
+    return moment if moment.tzinfo else moment.replace(tzinfo=timezone.utc)
+
+
+def format_age(iso: str | None, now: datetime | None = None) -> str | None:
+    if not iso:
+        return None
+    now = now or datetime.now(timezone.utc)
+    return format_seconds(max(0.0, (now - parse_time(iso)).total_seconds()))
+
+
+def describe(job: dict) -> str:
+    """The job's state in a few words: 'queued (position 2)', 'running on GPU 0 (3/10 cells)'."""
+    state, reason = job["state"], job.get("reason")
+    if state == "queued":
+        position = job.get("queue_position")
+        return f"queued (position {position})" if position else "queued"
+    if state == "running":
+        text = "running on GPU " + ",".join(job["gpus"]) if job.get("gpus") else "running"
+        progress = job.get("progress") or {}
+        if progress.get("cells_total"):
+            text += f" ({progress['cells_done']}/{progress['cells_total']} cells)"
+        return text
+    return f"{state}: {reason}" if reason and state != "succeeded" else state
+
+
+def gpu_hours(job: dict) -> str:
+    return f"{(job.get('meter') or {}).get('gpu_hours') or 0:.2f}"
+
+
+def format_jobs(jobs: list[dict], now: datetime | None = None) -> str:
+    rows = [
+        [
+            job["id"],
+            _shorten(job.get("name") or "", 32),
+            job["state"],
+            job.get("queue_position"),
+            (job.get("request") or {}).get("gpus", 0),
+            gpu_hours(job),
+            format_age(job.get("submitted_at"), now),
+        ]
+        for job in jobs
+    ]
+    return format_table(["ID", "NAME", "STATE", "POS", "GPUS", "GPU-H", "AGE"], rows)
+
+
+def format_job(job: dict) -> str:
+    request, meter = job.get("request") or {}, job.get("meter") or {}
+    wanted = [f"{request.get('gpus', 0)} GPU"]
+    if request.get("max_runtime_s"):
+        wanted.append(f"max {format_seconds(request['max_runtime_s'])}")
+    if request.get("expected_runtime_s"):
+        wanted.append(f"expected {format_seconds(request['expected_runtime_s'])}")
+    if request.get("deadline"):
+        wanted.append(f"deadline {request['deadline']}")
+    owner = job.get("owner") or "-"
+    fields = [
+        ("job", job["id"]),
+        ("name", job.get("name")),
+        ("owner", f"{owner} (team {job['team']})" if job.get("team") else owner),
+        ("state", describe(job)),
+        ("request", ", ".join(wanted)),
+        ("meter", f"{gpu_hours(job)} GPU-h, {meter.get('cost') or 0:.2f} {meter.get('currency') or ''}".rstrip()),
+        ("notebook", (job.get("work") or {}).get("notebook")),
+        ("files", job.get("files_count")),
+        ("submitted", job.get("submitted_at")),
+        ("started", job.get("started_at")),
+        ("finished", job.get("finished_at")),
+    ]
+    lines = [f"{label + ':':<11}{'-' if value is None else value}" for label, value in fields]
+    for step in job.get("transitions") or []:
+        reason = f"  {step['reason']}" if step.get("reason") else ""
+        lines.append(f"  {step['at']}  {step.get('from') or '-'} -> {step['to']}{reason}")
+    return "\n".join(lines)
+
+
+def format_meter(meter: dict) -> str:
+    currency = meter.get("currency") or ""
+    lines = [
+        f"{meter['since']} .. {meter['until']}: "
+        f"{meter['gpu_hours']:.2f} GPU-h, {meter['cost']:.2f} {currency}".rstrip()
+    ]
+    for title, usage in (("USER", meter.get("by_user")), ("TEAM", meter.get("by_team"))):
+        if usage:
+            rows = [[who, f"{u['gpu_hours']:.2f}", f"{u['cost']:.2f}"] for who, u in sorted(usage.items())]
+            lines += ["", format_table([title, "GPU-H", f"COST {currency}".rstrip()], rows)]
+    return "\n".join(lines)
+
+
+def format_gpus(inventory: dict) -> str:
+    rows = [[gpu["id"], gpu.get("job"), gpu.get("job_name"), gpu.get("owner")] for gpu in inventory["gpus"]]
+    summary = (
+        f"{inventory['total']} GPUs ({inventory['source']}), {inventory['free']} free; "
+        f"{inventory['running']} running, {inventory['queued']} queued"
+    )
+    return format_table(["GPU", "JOB", "NAME", "OWNER"], rows) + "\n" + summary
+
+
+def _shorten(text: str, width: int) -> str:
+    return text if len(text) <= width else text[: width - 1] + "…"
+
+
+def _print_json(value) -> None:
+    print(json.dumps(value, indent=2))
+
+
+# -- commands ---------------------------------------------------------------------------------
+
+
+def cmd_submit(client: E31Client, args) -> int:
+    job = client.submit(**submit_body(args))
+    for warning in job.get("warnings") or []:
+        print(f"e31: warning: {warning}", file=sys.stderr)
+    if not args.wait:
+        _print_json(job) if args.json else print(f"{job['id']}  {describe(job)}")
+        return 0
+    if not args.json:
+        print(f"{job['id']}  {describe(job)}", file=sys.stderr)
+    job = client.wait(job["id"], on_update=None if args.json else _progress_printer(job))
+    _print_json(job) if args.json else print(f"{job['id']}  {describe(job)}  {gpu_hours(job)} GPU-h")
+    return 0 if job["state"] == "succeeded" else 1
+
+
+def _progress_printer(job: dict):
+    """An on_update callback that prints the job's state to stderr whenever it changes."""
+    last = describe(job)
+
+    def on_update(job: dict) -> None:
+        nonlocal last
+        text = describe(job)
+        if text != last and job["state"] not in FINAL_STATES:
+            print(f"{job['id']}  {text}", file=sys.stderr)
+        last = text
+
+    return on_update
+
+
+def cmd_jobs(client: E31Client, args) -> int:
+    jobs = client.jobs(args.state)
+    if args.json:
+        _print_json({"jobs": jobs})
+    else:
+        print(format_jobs(jobs) if jobs else f"No {args.state + ' ' if args.state else ''}jobs.")
+    return 0
+
+
+def cmd_status(client: E31Client, args) -> int:
+    job = client.job(args.job)
+    _print_json(job) if args.json else print(format_job(job))
+    return 0
+
+
+def cmd_logs(client: E31Client, args) -> int:
+    if args.tail is not None:
+        sys.stdout.write(client.log_tail(args.job, args.tail))
+        return 0
+    offset = 0
+    while True:
+        chunk = client.log(args.job, offset)
+        sys.stdout.write(chunk["text"])
+        sys.stdout.flush()
+        offset = chunk["offset"]
+        if chunk["final"] or (not chunk["text"] and not args.follow):
+            return 0
+        if not chunk["text"]:
+            time.sleep(1.0)
+
+
+def cmd_cancel(client: E31Client, args) -> int:
+    job = client.cancel(args.job)
+    print(f"{job['id']}  {describe(job)}")
+    return 0
+
+
+def cmd_collect(client: E31Client, args) -> int:
+    folder = client.collect(args.job, args.to or f"e31-{args.job}")
+    print(f"Collected job {args.job} into {folder}")
+    return 0
+
+
+def cmd_meter(client: E31Client, args) -> int:
+    meter = client.meter(args.since, args.until)
+    _print_json(meter) if args.json else print(format_meter(meter))
+    return 0
+
+
+def cmd_gpus(client: E31Client, args) -> int:
+    inventory = client.gpus()
+    _print_json(inventory) if args.json else print(format_gpus(inventory))
+    return 0
+
+
+# -- launchers --------------------------------------------------------------------------------
+
+
+def launcher_argv(command: str, extra: list[str], as_root: bool | None = None) -> list[str]:
+    """The command line that ``e31 lab`` or ``e31 serve`` runs; ``extra`` passes through last."""
+    as_root = os.geteuid() == 0 if as_root is None else as_root
+    root_flag = ["--allow-root"] if as_root else []
+    if command == "lab":
+        return [sys.executable, "-m", "jupyterlab", *root_flag, *extra]
+    extensions = {name: False for name in _enabled_server_extensions()} | {"e31_jupyter": True}
+    return [
+        sys.executable,
+        "-m",
+        "jupyter_server",
+        f"--ServerApp.jpserver_extensions={extensions!r}",
+        "--ServerApp.open_browser=False",
+        *root_flag,
+        *extra,
+    ]
+
+
+def _enabled_server_extensions() -> list[str]:
+    """The server extensions enabled in Jupyter's config; ``e31 serve`` turns them all off.
+
+    Naming e31_jupyter alone is not enough: ServerApp adds every extension enabled in the
+    config paths that the command line does not mention.
+    """
+    from jupyter_core.paths import jupyter_config_path
+    from jupyter_server.extension.config import ExtensionConfigManager
+
+    enabled = ExtensionConfigManager(read_config_path=jupyter_config_path()).get_jpserver_extensions()
+    return sorted(name for name, on in enabled.items() if on and name != "e31_jupyter")
+
+
+def launch(command: str, extra: list[str]) -> int:
+    """Replace this process with Jupyter, so Ctrl-C and exit codes are Jupyter's own."""
+    argv = launcher_argv(command, extra)
+    sys.stdout.flush()
+    os.execv(argv[0], argv)
+    return 0  # not reached
+
+
+# -- the command line -------------------------------------------------------------------------
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="e31",
+        description="Queue notebooks as GPU jobs on an e31 Jupyter server.",
+        epilog="The server is --url/--token, else $E31_URL/$E31_TOKEN, else a running Jupyter "
+        "server with e31 on this machine.",
+        allow_abbrev=False,
+    )
+    parser.add_argument("--url", help="server URL, e.g. http://localhost:8888/")
+    parser.add_argument("--token", help="the server's token")
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    def command(name: str, run, help: str, **kwargs) -> argparse.ArgumentParser:
+        sub = commands.add_parser(name, help=help, description=help, allow_abbrev=False, **kwargs)
+        sub.set_defaults(run=run)
+        return sub
+
+    def json_flag(sub: argparse.ArgumentParser) -> None:
+        sub.add_argument("--json", action="store_true", help="print the server's JSON")
+
+    submit = command("submit", cmd_submit, "submit a notebook as a job")
+    submit.add_argument("notebook", metavar="NOTEBOOK", help="path of the notebook")
+    submit.add_argument(
+        "-p", "--parameters", nargs=2, action="append", metavar=("NAME", "VALUE"),
+        help="a papermill parameter; VALUE typed as papermill does (int, float, True/False/None, str)",
+    )
+    submit.add_argument("--gpus", type=int, help="GPUs to hold (default 0)")
+    submit.add_argument("--max-runtime", type=duration, metavar="DUR", help="stop it after this: 90m, 6h, 1d or seconds")
+    submit.add_argument("--expected-runtime", type=duration, metavar="DUR", help="how long it should take")
+    submit.add_argument("--deadline", metavar="WHEN", help="finish by: ISO 8601, +6h or 08:00")
+    submit.add_argument("--name", help="a name for the job")
+    submit.add_argument("--team", help="the team to charge")
+    submit.add_argument("--output", dest="outputs", action="append", metavar="GLOB", help="files to collect (repeatable; default: all it wrote)")
+    submit.add_argument("--data", action="append", metavar="PATH", help="a file or folder to copy into the job (repeatable)")
+    submit.add_argument("--report", dest="reports", action="append", metavar="FORMAT", help="report format (repeatable; default html)")
+    submit.add_argument("--wait", action="store_true", help="wait for the end; exit 0 only if it succeeded")
+    json_flag(submit)
+
+    jobs = command("jobs", cmd_jobs, "list jobs, newest first")
+    jobs.add_argument("--state", choices=STATES)
+    json_flag(jobs)
+
+    status = command("status", cmd_status, "show one job")
+    status.add_argument("job", metavar="JOB")
+    json_flag(status)
+
+    logs = command("logs", cmd_logs, "print a job's log")
+    logs.add_argument("job", metavar="JOB")
+    follow = logs.add_mutually_exclusive_group()
+    follow.add_argument("-f", "--follow", action="store_true", help="keep printing until the job ends")
+    follow.add_argument("--tail", type=int, metavar="N", help="only the last N lines")
+
+    cancel = command("cancel", cmd_cancel, "cancel a job")
+    cancel.add_argument("job", metavar="JOB")
+
+    collect = command("collect", cmd_collect, "download a finished job's notebook, report and files")
+    collect.add_argument("job", metavar="JOB")
+    collect.add_argument("--to", metavar="DIR", help="where to write (default ./e31-JOB)")
+
+    meter = command("meter", cmd_meter, "GPU-hours and cost by user and team (default: last 7 days)")
+    meter.add_argument("--since", metavar="ISO")
+    meter.add_argument("--until", metavar="ISO")
+    json_flag(meter)
+
+    json_flag(command("gpus", cmd_gpus, "which job holds which GPU"))
+
+    for name, help in (
+        ("lab", "run JupyterLab (arguments pass through to jupyter lab)"),
+        ("serve", "run a headless Jupyter server with only e31 (arguments pass through)"),
+    ):
+        command(name, None, help, add_help=False, usage=f"e31 {name} [ARGS...]")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args, extra = parser.parse_known_args(argv)
+    if args.command in LAUNCHERS:
+        return launch(args.command, extra)
+    if extra:
+        parser.error(f"unrecognized arguments: {' '.join(extra)}")
+    try:
+        return args.run(E31Client(args.url, args.token), args)
+    except E31Error as error:
+        print(f"e31: {error.message}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

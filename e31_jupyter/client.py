@@ -1,0 +1,213 @@
+"""The one REST client for the e31 API, shared by the magics, the widgets and the CLI."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import time
+from contextlib import suppress
+from pathlib import Path, PurePosixPath
+from urllib.parse import quote
+
+import requests
+
+from .errors import Conflict, E31Error, InvalidRequest, NotFound, ServerUnavailable
+
+FINAL_STATES = frozenset({"succeeded", "failed", "cancelled", "expired"})
+API_PREFIX = "e31/api/"
+TIMEOUT = (5, 60)  # seconds: (connect, read between bytes)
+PROBE_TIMEOUT = (2, 5)
+MAX_POLL_S = 2.0
+ERRORS_BY_STATUS = {400: InvalidRequest, 404: NotFound, 409: Conflict}
+NO_SERVER_HINT = (
+    "Start one with `e31 lab` or `e31 serve`, "
+    "or point to one with E31_URL and E31_TOKEN (or --url and --token)."
+)
+
+
+class E31Client:
+    """Talks to an e31 server: submit jobs, follow them, collect their output.
+
+    The server is ``url``/``token`` if given, else ``$E31_URL``/``$E31_TOKEN``, else the first
+    running Jupyter server on this machine that serves the e31 API.
+    """
+
+    def __init__(self, url: str | None = None, token: str | None = None):
+        self.session = requests.Session()
+        url = url or os.environ.get("E31_URL")
+        if url:
+            self._use(url, token or os.environ.get("E31_TOKEN", ""))
+        elif not self._discover():
+            raise ServerUnavailable(f"No running Jupyter server with e31 was found. {NO_SERVER_HINT}")
+
+    def _use(self, url: str, token: str) -> None:
+        self.url = url.rstrip("/") + "/"
+        self.api = self.url + API_PREFIX
+        if token:
+            self.session.headers["Authorization"] = f"token {token}"
+        else:
+            self.session.headers.pop("Authorization", None)
+
+    def _discover(self) -> bool:
+        from jupyter_server.serverapp import list_running_servers
+
+        for server in list_running_servers():
+            self._use(server["url"], server.get("token", ""))
+            try:
+                response = self.session.get(self.api + "gpus", timeout=PROBE_TIMEOUT)
+            except requests.RequestException:
+                continue
+            if response.status_code == 200:
+                return True
+        return False
+
+    # -- transport --------------------------------------------------------------------------
+
+    def _request(self, method: str, path: str, **kwargs) -> requests.Response:
+        try:
+            response = self.session.request(method, self.api + path, timeout=TIMEOUT, **kwargs)
+        except requests.RequestException as exc:
+            raise ServerUnavailable(
+                f"Cannot reach the e31 server at {self.url} ({_reason(exc)}). {NO_SERVER_HINT}"
+            ) from None
+        if not response.ok:
+            raise _error_from(response)
+        return response
+
+    def _json(self, method: str, path: str, **kwargs):
+        return self._request(method, path, **kwargs).json()
+
+    # -- the API ----------------------------------------------------------------------------
+
+    def submit(self, **body) -> dict:
+        """Submit a job (see the API's submit body); returns the job plus ``warnings``."""
+        return self._json("POST", "jobs", json=body)
+
+    def jobs(self, state: str | None = None) -> list[dict]:
+        return self._json("GET", "jobs", params={"state": state} if state else None)["jobs"]
+
+    def job(self, job_id: str) -> dict:
+        return self._json("GET", f"jobs/{quote(job_id)}")
+
+    def cancel(self, job_id: str) -> dict:
+        return self._json("POST", f"jobs/{quote(job_id)}/cancel")
+
+    def notebook(self, job_id: str) -> dict:
+        """The executed notebook (nbformat JSON); Conflict until it exists."""
+        return self._json("GET", f"jobs/{quote(job_id)}/notebook")
+
+    def report(self, job_id: str) -> str:
+        """The HTML report of the executed notebook."""
+        return self._request("GET", f"jobs/{quote(job_id)}/report").text
+
+    def files(self, job_id: str) -> list[dict]:
+        """The collected files: ``[{"path": ..., "size": ...}]``."""
+        return self._json("GET", f"jobs/{quote(job_id)}/files")["files"]
+
+    def download(self, job_id: str, path: str) -> bytes:
+        return self._request("GET", _file_url(job_id, path)).content
+
+    def log(self, job_id: str, offset: int = 0) -> dict:
+        """Log text from byte ``offset``: ``{"text", "offset" (the next one), "final"}``."""
+        return self._json("GET", f"jobs/{quote(job_id)}/log", params={"offset": offset})
+
+    def log_tail(self, job_id: str, lines: int = 50) -> str:
+        return self._json("GET", f"jobs/{quote(job_id)}/log", params={"tail": lines})["text"]
+
+    def meter(self, since: str | None = None, until: str | None = None) -> dict:
+        """GPU-hours and cost in a window (default: the last 7 days), by user and by team."""
+        params = {key: value for key, value in (("since", since), ("until", until)) if value}
+        return self._json("GET", "meter", params=params)
+
+    def gpus(self) -> dict:
+        return self._json("GET", "gpus")
+
+    # -- built on the API -------------------------------------------------------------------
+
+    def wait(self, job_id: str, poll: float = 0.5, timeout: float | None = None, on_update=None) -> dict:
+        """Poll until the job reaches a final state and return it.
+
+        The interval grows from ``poll`` to about two seconds. ``on_update(job)`` is called after
+        every poll. Raises E31Error (status 408) if ``timeout`` seconds pass first.
+        """
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while True:
+            job = self.job(job_id)
+            if on_update:
+                on_update(job)
+            if job["state"] in FINAL_STATES:
+                return job
+            if deadline is not None and time.monotonic() + poll > deadline:
+                raise E31Error(f"Job {job_id} is still {job['state']} after {timeout:g}s.", 408)
+            time.sleep(poll)
+            poll = min(poll * 1.5, MAX_POLL_S)
+
+    def collect(self, job_id: str, to_dir: str | os.PathLike) -> Path:
+        """Write a finished job's output into ``to_dir`` and return it.
+
+        Layout: ``job.json`` (the job with its transitions), ``<notebook>.executed.ipynb`` and
+        ``<notebook>.executed.html`` when the server has them, and the collected files under
+        ``files/`` at their relative paths.
+        """
+        job = self.job(job_id)
+        if job["state"] not in FINAL_STATES:
+            raise Conflict(
+                f"Job {job_id} is still {job['state']}; collect it once it has finished."
+            )
+        root = Path(to_dir)
+        files = self.files(job_id)
+        targets = [(entry["path"], safe_destination(root / "files", entry["path"])) for entry in files]
+        root.mkdir(parents=True, exist_ok=True)
+        (root / "job.json").write_text(json.dumps(job, indent=2) + "\n", encoding="utf-8")
+        stem = PurePosixPath((job.get("work") or {}).get("notebook") or "notebook").stem
+        # A job cancelled or expired while queued has neither notebook nor report.
+        with suppress(Conflict, NotFound):
+            notebook = json.dumps(self.notebook(job_id), indent=1)
+            (root / f"{stem}.executed.ipynb").write_text(notebook, encoding="utf-8")
+        with suppress(Conflict, NotFound):
+            (root / f"{stem}.executed.html").write_text(self.report(job_id), encoding="utf-8")
+        for path, destination in targets:
+            destination.parent.mkdir(parents=True, exist_ok=True)
+            with self._request("GET", _file_url(job_id, path), stream=True) as response:
+                with open(destination, "wb") as out:
+                    for chunk in response.iter_content(chunk_size=1 << 20):
+                        out.write(chunk)
+        return root
+
+
+def safe_destination(root: Path, relative: str) -> Path:
+    """``root / relative``, refusing paths that are empty, absolute or climb out of ``root``."""
+    parts = PurePosixPath(relative.replace("\\", "/")).parts
+    if not parts or parts[0] == "/" or ".." in parts or re.match(r"^[A-Za-z]:", relative):
+        raise InvalidRequest(f"Refusing to write the unsafe file path {relative!r}.")
+    destination = root.joinpath(*parts)
+    if not destination.resolve().is_relative_to(root.resolve()):
+        raise InvalidRequest(f"Refusing to write {relative!r} outside {root}.")
+    return destination
+
+
+def _file_url(job_id: str, path: str) -> str:
+    return f"jobs/{quote(job_id)}/files/{quote(path)}"
+
+
+def _error_from(response: requests.Response) -> E31Error:
+    """The errors.py exception for a non-2xx response, carrying the server's message."""
+    try:
+        message = response.json()["message"]
+    except (ValueError, KeyError, TypeError):
+        message = None
+    if not message:
+        message = f"{response.status_code} {response.reason} for {response.request.method} {response.url}"
+    if response.status_code in (401, 403):
+        message += " (check the token: --token or E31_TOKEN)"
+    cls = ERRORS_BY_STATUS.get(response.status_code)
+    return cls(message) if cls else E31Error(message, response.status_code)
+
+
+def _reason(exc: requests.RequestException) -> str:
+    """A short reason for a connection failure, e.g. 'Connection refused'."""
+    if isinstance(exc, requests.Timeout):
+        return "timed out"
+    match = re.search(r"\[Errno -?\d+\] ([^'\")]+)", str(exc))
+    return match.group(1).strip() if match else type(exc).__name__

@@ -1,0 +1,292 @@
+"""The nouns: a job's spec (work, data, request, output), its states, and the validation of a request.
+
+Everything here is pure: parsing and checking, no I/O. Times are POSIX seconds (floats).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import re
+from dataclasses import asdict, dataclass, field
+from enum import Enum
+
+from .errors import InvalidRequest
+
+
+class JobState(str, Enum):
+    QUEUED = "queued"
+    RUNNING = "running"
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"
+    CANCELLED = "cancelled"
+    EXPIRED = "expired"
+
+    @property
+    def is_final(self) -> bool:
+        return self not in (JobState.QUEUED, JobState.RUNNING)
+
+
+FINAL_STATES = tuple(s.value for s in JobState if s.is_final)
+REPORT_FORMATS = ("html",)
+
+_DURATION_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
+_DURATION_PART = re.compile(r"(\d+(?:\.\d+)?)\s*([smhdw])")
+
+
+def parse_duration(value, field_name: str) -> float:
+    """Seconds from ``90m``, ``6h``, ``1d``, ``1h30m``, ``45s`` or a plain number of seconds."""
+    if isinstance(value, bool):
+        raise _bad_duration(value, field_name)
+    if isinstance(value, (int, float)):
+        seconds = float(value)
+    elif isinstance(value, str) and value.strip():
+        text = value.strip().lower().replace(" ", "")
+        if re.fullmatch(r"\d+(\.\d+)?", text):
+            seconds = float(text)
+        elif re.fullmatch(r"(?:\d+(?:\.\d+)?[smhdw])+", text):
+            seconds = sum(float(n) * _DURATION_UNITS[u] for n, u in _DURATION_PART.findall(text))
+        else:
+            raise _bad_duration(value, field_name)
+    else:
+        raise _bad_duration(value, field_name)
+    if seconds <= 0:
+        raise InvalidRequest(f"{field_name} must be longer than zero, got {value!r}.")
+    return seconds
+
+
+def _bad_duration(value, field_name: str) -> InvalidRequest:
+    return InvalidRequest(
+        f"{field_name}: cannot read {value!r} as a duration. Use a number with a unit, "
+        "such as 45s, 90m, 6h, 1d or 1h30m (or a number of seconds)."
+    )
+
+
+def parse_deadline(value: str, now: float) -> float:
+    """The deadline as POSIX seconds: ISO 8601, ``+6h`` (relative), or a clock time ``08:00``
+    meaning the next such time in the local time zone."""
+    if not isinstance(value, str) or not value.strip():
+        raise _bad_deadline(value)
+    text = value.strip()
+    if text.startswith("+"):
+        return now + parse_duration(text[1:], "deadline")
+    clock = re.fullmatch(r"(\d{1,2}):(\d{2})(?::(\d{2}))?", text)
+    if clock:
+        return _next_clock_time(int(clock[1]), int(clock[2]), int(clock[3] or 0), now, value)
+    try:
+        when = dt.datetime.fromisoformat(text)
+    except ValueError:
+        raise _bad_deadline(value) from None
+    if when.tzinfo is None:
+        when = when.astimezone()  # a naive time is local time
+    return when.timestamp()
+
+
+def _next_clock_time(hour: int, minute: int, second: int, now: float, value) -> float:
+    if hour > 23 or minute > 59 or second > 59:
+        raise _bad_deadline(value)
+    today = dt.datetime.fromtimestamp(now).astimezone()
+    when = today.replace(hour=hour, minute=minute, second=second, microsecond=0)
+    if when.timestamp() <= now:
+        when = (when.replace(tzinfo=None) + dt.timedelta(days=1)).astimezone()
+    return when.timestamp()
+
+
+def _bad_deadline(value) -> InvalidRequest:
+    return InvalidRequest(
+        f"deadline: cannot read {value!r}. Use an ISO 8601 time (2026-12-01T08:00), "
+        "a time from now (+6h), or a clock time (08:00, meaning the next 08:00 local time)."
+    )
+
+
+def format_duration(seconds: float) -> str:
+    seconds = int(round(seconds))
+    parts = []
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
+        if seconds >= size:
+            parts.append(f"{seconds // size}{unit}")
+            seconds %= size
+    if seconds or not parts:
+        parts.append(f"{seconds}s")
+    return "".join(parts)
+
+
+def iso(ts: float | None) -> str | None:
+    if ts is None:
+        return None
+    return dt.datetime.fromtimestamp(ts, dt.timezone.utc).isoformat(timespec="milliseconds")
+
+
+def parse_iso(value: str, field_name: str) -> float:
+    try:
+        when = dt.datetime.fromisoformat(value)
+    except (TypeError, ValueError):
+        raise InvalidRequest(f"{field_name}: cannot read {value!r} as an ISO 8601 time.") from None
+    if when.tzinfo is None:
+        when = when.astimezone()
+    return when.timestamp()
+
+
+@dataclass
+class Request:
+    """What the job asks of the queue."""
+
+    gpus: int = 0
+    max_runtime_s: float = 86400.0
+    expected_runtime_s: float | None = None
+    deadline: float | None = None
+    max_runtime_given: bool = False
+
+    def runtime_estimate(self) -> float:
+        """How long the job is expected to hold its GPUs, for deadline and backfill decisions.
+
+        ``max_runtime`` is a limit, not an estimate: it stands in only when the user declared it.
+        With neither declared, the estimate is zero and the job expires only when its deadline
+        passes before it starts."""
+        if self.expected_runtime_s is not None:
+            return self.expected_runtime_s
+        return self.max_runtime_s if self.max_runtime_given else 0.0
+
+
+@dataclass
+class JobSpec:
+    """Everything a job declares at submit. Stored as ``spec.json`` in the job's directory."""
+
+    name: str
+    notebook_name: str
+    kernel: str
+    parameters: dict = field(default_factory=dict)
+    data: list[str] = field(default_factory=list)
+    request: Request = field(default_factory=Request)
+    team: str = ""
+    outputs: list[str] = field(default_factory=list)
+    reports: list[str] = field(default_factory=lambda: list(REPORT_FORMATS))
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "JobSpec":
+        return cls(**{**d, "request": Request(**d["request"])})
+
+
+_SUBMIT_FIELDS = {
+    "path", "notebook", "notebook_name", "parameters", "data", "gpus", "max_runtime",
+    "expected_runtime", "deadline", "name", "team", "outputs", "reports",
+}  # fmt: skip
+
+
+@dataclass
+class Limits:
+    """What the server allows; the validation needs it to say what is allowed."""
+
+    inventory: list[str]
+    default_max_runtime_s: float
+    kernels: list[str]
+
+
+def validate_request(body: dict, limits: Limits, now: float) -> tuple[Request, list[str]]:
+    """The request part of a submit body, checked; returns it with warnings for the user."""
+    unknown = sorted(set(body) - _SUBMIT_FIELDS)
+    if unknown:
+        raise InvalidRequest(
+            f"Unknown field(s): {', '.join(unknown)}. Allowed: {', '.join(sorted(_SUBMIT_FIELDS))}."
+        )
+    gpus = _validate_gpus(body.get("gpus", 0), limits.inventory)
+    warnings: list[str] = []
+    given = body.get("max_runtime") not in (None, "")
+    max_runtime = (
+        parse_duration(body["max_runtime"], "max_runtime") if given else limits.default_max_runtime_s
+    )
+    expected = None
+    if body.get("expected_runtime") not in (None, ""):
+        expected = parse_duration(body["expected_runtime"], "expected_runtime")
+        if expected > max_runtime:
+            raise InvalidRequest(
+                f"expected_runtime ({format_duration(expected)}) is longer than max_runtime "
+                f"({format_duration(max_runtime)}); the job would be stopped before it is expected "
+                "to finish. Raise max_runtime or lower expected_runtime."
+            )
+    deadline = None
+    if body.get("deadline") not in (None, ""):
+        deadline = parse_deadline(body["deadline"], now)
+        if deadline <= now:
+            raise InvalidRequest(
+                f"deadline: {body['deadline']!r} ({iso(deadline)}) is in the past. "
+                "Give a future time, e.g. +6h or 08:00."
+            )
+        request = Request(gpus, max_runtime, expected, deadline, given)
+        slack = deadline - now
+        if given and expected is None and max_runtime > slack:
+            warnings.append(
+                f"max_runtime ({format_duration(max_runtime)}) is longer than the time to the "
+                f"deadline ({format_duration(slack)}). Without expected_runtime e31 assumes the job "
+                "needs all of max_runtime, so it expires unless it can start right away. "
+                "Give expected_runtime to say how long it usually takes."
+            )
+        return request, warnings
+    return Request(gpus, max_runtime, expected, None, given), warnings
+
+
+def _validate_gpus(value, inventory: list[str]) -> int:
+    if isinstance(value, bool) or not isinstance(value, (int, str)):
+        raise InvalidRequest(f"gpus must be a whole number of GPUs, got {value!r}.")
+    try:
+        gpus = int(value)
+    except ValueError:
+        raise InvalidRequest(f"gpus must be a whole number of GPUs, got {value!r}.") from None
+    if gpus < 0:
+        raise InvalidRequest(f"gpus must be 0 or more, got {gpus}.")
+    if gpus > len(inventory):
+        have = f"{len(inventory)} GPU(s): {', '.join(inventory)}" if inventory else "no GPUs"
+        raise InvalidRequest(
+            f"gpus: asked for {gpus}, but this queue has {have}. Ask for at most {len(inventory)}"
+            + (", or configure the inventory with c.E31.gpus." if not inventory else ".")
+        )
+    return gpus
+
+
+def validate_outputs(body: dict) -> tuple[list[str], list[str]]:
+    outputs = _string_list(body.get("outputs"), "outputs")
+    for pattern in outputs:
+        if pattern.startswith("/") or ".." in pattern.split("/"):
+            raise InvalidRequest(
+                f"outputs: {pattern!r} points outside the job's working directory; "
+                "use a glob relative to it, such as results/*.csv."
+            )
+    reports = _string_list(body.get("reports", list(REPORT_FORMATS)), "reports")
+    for fmt in reports:
+        if fmt not in REPORT_FORMATS:
+            raise InvalidRequest(
+                f"reports: unknown format {fmt!r}. Allowed: {', '.join(REPORT_FORMATS)} "
+                "(the executed notebook is always kept)."
+            )
+    return outputs, reports
+
+
+def _string_list(value, field_name: str) -> list[str]:
+    if value is None:
+        return []
+    if isinstance(value, str):
+        value = [value]
+    if not isinstance(value, list) or not all(isinstance(v, str) and v for v in value):
+        raise InvalidRequest(f"{field_name} must be a list of non-empty strings, got {value!r}.")
+    return list(value)
+
+
+def validate_text(body: dict, key: str, default: str = "") -> str:
+    value = body.get(key, default)
+    if value is None:
+        return default
+    if not isinstance(value, str) or len(value) > 200 or "\n" in value:
+        raise InvalidRequest(f"{key} must be a single line of text (at most 200 characters).")
+    return value.strip()
+
+
+def validate_parameters(value) -> dict:
+    if value is None:
+        return {}
+    if not isinstance(value, dict) or not all(isinstance(k, str) and k.isidentifier() for k in value):
+        raise InvalidRequest(
+            "parameters must be an object whose keys are Python names, e.g. {\"epochs\": 3}."
+        )
+    return value

@@ -1,0 +1,50 @@
+"""The files of one job: where the server stages a job and where its worker writes.
+
+Shared by the queue (which creates and reads them) and the worker (which writes them),
+so neither needs to know the other.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from pathlib import Path
+
+
+class JobDir:
+    def __init__(self, path: str | os.PathLike):
+        self.path = Path(path)
+
+    spec = property(lambda self: self.path / "spec.json")
+    input_notebook = property(lambda self: self.path / "input.ipynb")
+    work = property(lambda self: self.path / "work")  # data snapshot, then the job's working dir
+    executed_notebook = property(lambda self: self.path / "executed.ipynb")
+    report = property(lambda self: self.path / "report.html")
+    log = property(lambda self: self.path / "job.log")
+    progress = property(lambda self: self.path / "progress.json")
+    manifest = property(lambda self: self.path / "manifest.json")
+    baseline = property(lambda self: self.path / "baseline.json")  # the work dir before the run
+
+    def read_json(self, path: Path, default=None):
+        try:
+            return json.loads(path.read_text())
+        except (FileNotFoundError, ValueError):
+            return default
+
+    def last_sign_of_life(self) -> float | None:
+        """The newest modification time among the files the worker keeps writing."""
+        times = [p.stat().st_mtime for p in (self.progress, self.log) if p.exists()]
+        return max(times) if times else None
+
+
+def write_json_atomic(path: Path, data) -> None:
+    """Write JSON so that a reader sees the old file or the new one, never half of one."""
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
+    try:
+        with os.fdopen(fd, "w") as f:
+            json.dump(data, f)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise

@@ -1,0 +1,46 @@
+"""The meter: GPU-seconds held, from grant to release. The only thing that is charged."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+
+
+def gpu_seconds(job: dict, now: float, since: float | None = None, until: float | None = None) -> float:
+    """GPUs granted x time held, optionally clipped to the window [since, until]."""
+    if job.get("started_at") is None:
+        return 0.0  # queued (or never started): waiting is free
+    start = job["started_at"]
+    end = job["finished_at"] if job.get("finished_at") is not None else now
+    if since is not None:
+        start = max(start, since)
+    if until is not None:
+        end = min(end, until)
+    return len(job["granted"]) * max(0.0, end - start)
+
+
+def reading(seconds: float, rate: float, currency: str) -> dict:
+    """A meter reading as shown to people: GPU-seconds, GPU-hours and cost."""
+    hours = seconds / 3600.0
+    return {
+        "gpu_seconds": round(seconds, 3),
+        "gpu_hours": round(hours, 6),
+        "cost": round(hours * rate, 4),
+        "currency": currency,
+    }
+
+
+def summary(jobs: list[dict], since: float, until: float, now: float, rate: float, currency: str) -> dict:
+    """Usage in [since, until], in total, by user and by team."""
+    by_user: dict[str, float] = defaultdict(float)
+    by_team: dict[str, float] = defaultdict(float)
+    total = 0.0
+    for job in jobs:
+        seconds = gpu_seconds(job, now, since, until)
+        total += seconds
+        by_user[job["owner"]] += seconds
+        by_team[job["team"] or "(no team)"] += seconds
+    return {
+        **reading(total, rate, currency),
+        "by_user": {k: reading(v, rate, currency) for k, v in sorted(by_user.items())},
+        "by_team": {k: reading(v, rate, currency) for k, v in sorted(by_team.items())},
+    }

@@ -1,0 +1,517 @@
+"""The queue service: submit, cancel, schedule, and release when a job's process ends.
+
+Any number of Jupyter servers may share one data directory. All of them submit, cancel and read
+through the store; exactly one of them, the holder of an OS file lock, is the *scheduler*: it
+starts jobs, watches their processes, enforces limits and releases GPUs. When it dies the lock
+goes with it and another server (or the same one restarted) takes over and adopts the jobs,
+which kept running meanwhile in their own sessions.
+
+Everything here runs on the server's event loop; process waits run in threads and report back
+to the loop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import fcntl
+import json
+import logging
+import os
+import secrets
+import shutil
+import signal
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from . import gpus as gpu_inventory
+from . import meter, policy
+from .errors import Conflict, E31Error, InvalidRequest, NotFound
+from .job import (
+    FINAL_STATES,
+    JobSpec,
+    JobState,
+    Limits,
+    Request,
+    format_duration,
+    iso,
+    validate_outputs,
+    validate_parameters,
+    validate_request,
+    validate_text,
+)
+from .jobdir import JobDir, write_json_atomic
+from .packaging import kernel_of, notebook_from_request
+from .store import Store
+
+log = logging.getLogger("e31")
+
+TICK_S = 0.2  # how often the scheduler looks for other servers' writes and for time limits
+LOCK_RETRY_S = 1.0  # how often a server that is not the scheduler tries to become it
+ORPHAN_AGE_S = 60.0  # a staged job directory this old without a store row is a failed submit
+
+
+@dataclass(frozen=True)
+class Caller:
+    """Who is asking: the identity from jupyter_server, and whether they are an admin."""
+
+    name: str
+    is_admin: bool = False
+
+
+@dataclass
+class Settings:
+    inventory: list[str]
+    default_max_runtime_s: float = 86400.0
+    gpu_hour_rate: float = 0.0
+    currency: str = "USD"
+    grace_s: float = 5.0
+    policy: str = "edf"
+
+
+class Queue:
+    def __init__(self, data_dir: Path, backend, settings: Settings, clock=time.time):
+        self.data_dir = Path(data_dir)
+        self.jobs_root = self.data_dir / "jobs"
+        self.backend = backend
+        self.settings = settings
+        self.clock = clock
+        self.order, self.decide = policy.POLICIES[settings.policy]
+        _ensure_writable(self.data_dir)
+        self.jobs_root.mkdir(exist_ok=True)
+        self.store = Store(self.data_dir / "e31.sqlite")
+        self.is_scheduler = False
+        self._lock_file = None
+        self._stopping: set[str] = set()  # running jobs being stopped by this scheduler
+        self._watched: set[str] = set()
+        self._seen_version = -1
+        self._ticker: asyncio.Task | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+
+    # --- life cycle -----------------------------------------------------------------------
+
+    async def start(self) -> None:
+        self._loop = asyncio.get_running_loop()
+        self._remove_failed_submits()
+        self._try_to_become_scheduler()
+        self._ticker = asyncio.create_task(self._tick_forever())
+
+    async def stop(self) -> None:
+        """Stop scheduling. Running jobs go on; the next scheduler adopts them."""
+        if self._ticker:
+            self._ticker.cancel()
+        if self._lock_file:
+            self._lock_file.close()
+            self._lock_file = None
+        self.is_scheduler = False
+        self.store.close()
+
+    def _try_to_become_scheduler(self) -> None:
+        lock_file = open(self.data_dir / "scheduler.lock", "a+")
+        try:
+            fcntl.flock(lock_file, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            lock_file.close()
+            return
+        lock_file.seek(0)
+        lock_file.truncate()
+        lock_file.write(f"{os.getpid()}\n")
+        lock_file.flush()
+        self._lock_file = lock_file
+        self.is_scheduler = True
+        log.info("e31: this server schedules the queue in %s", self.data_dir)
+        self._adopt_running_jobs()
+        self.schedule()
+
+    async def _tick_forever(self) -> None:
+        last_lock_try = 0.0
+        while True:
+            await asyncio.sleep(TICK_S)
+            try:
+                if self.is_scheduler:
+                    self._tick()
+                elif time.monotonic() - last_lock_try >= LOCK_RETRY_S:
+                    last_lock_try = time.monotonic()
+                    self._try_to_become_scheduler()
+            except Exception:  # a bad tick must not stop the queue
+                log.exception("e31: scheduler tick failed")
+
+    def _tick(self) -> None:
+        now = self.clock()
+        for job in self.store.jobs((JobState.RUNNING.value,)):
+            if job["id"] in self._stopping:
+                continue
+            if job["stop_requested"]:
+                self._stop_job(job)
+            elif now > job["started_at"] + job["max_runtime_s"]:
+                self.store.update(job["id"], stop_requested="timeout")
+                self._stop_job({**job, "stop_requested": "timeout"})
+        version = self.store.data_version()
+        if version != self._seen_version:  # another server wrote: a submit or a cancel
+            self._seen_version = version
+            self.schedule()
+
+    # --- user actions ---------------------------------------------------------------------
+
+    async def submit(self, caller: Caller, body: dict, kernels: list[str], root_dir: Path) -> tuple[dict, list[str]]:
+        """Check the request, stage the job's directory, then record it. A job either exists
+        whole (directory and record) or not at all."""
+        if not isinstance(body, dict):
+            raise InvalidRequest("The request body must be a JSON object.")
+        now = self.clock()
+        limits = Limits(self.settings.inventory, self.settings.default_max_runtime_s, kernels)
+        request, warnings = validate_request(body, limits, now)
+        outputs, reports = validate_outputs(body)
+        parameters = validate_parameters(body.get("parameters"))
+        data = _data_paths(body.get("data"), root_dir)
+        notebook, notebook_name = notebook_from_request(body, root_dir)
+        spec = JobSpec(
+            name=validate_text(body, "name") or notebook_name.removesuffix(".ipynb"),
+            notebook_name=notebook_name,
+            kernel=kernel_of(notebook, kernels),
+            parameters=parameters,
+            data=[str(p) for p in data],
+            request=request,
+            team=validate_text(body, "team"),
+            outputs=outputs,
+            reports=reports,
+        )
+        job_id = _new_job_id()
+        await asyncio.to_thread(self._stage, job_id, spec, notebook, data)
+        record = {
+            "id": job_id, "owner": caller.name, "name": spec.name, "team": spec.team,
+            "state": JobState.QUEUED.value, "gpus_requested": request.gpus,
+            "max_runtime_s": request.max_runtime_s, "expected_runtime_s": request.expected_runtime_s,
+            "max_runtime_given": int(request.max_runtime_given), "deadline": request.deadline,
+            "submitted_at": now,
+        }  # fmt: skip
+        try:
+            self.store.insert_job(record, reason=f"submitted by {caller.name}")
+        except BaseException:
+            shutil.rmtree(self.jobdir(job_id).path, ignore_errors=True)
+            raise
+        if self.is_scheduler:
+            self.schedule()
+        return self.describe(self.store.get(job_id)), warnings
+
+    def _stage(self, job_id: str, spec: JobSpec, notebook, data: list[Path]) -> None:
+        import nbformat
+
+        staging = JobDir(self.jobs_root / f".staging-{job_id}")
+        staging.work.mkdir(parents=True)
+        try:
+            nbformat.write(notebook, staging.input_notebook)
+            for source in data:
+                target = staging.work / source.name
+                if source.is_dir():
+                    shutil.copytree(source, target)
+                else:
+                    shutil.copy2(source, target)
+            write_json_atomic(staging.spec, spec.to_dict())
+            os.rename(staging.path, self.jobs_root / job_id)
+        except OSError as error:
+            shutil.rmtree(staging.path, ignore_errors=True)
+            raise E31Error(
+                f"Could not stage the job's files in {self.jobs_root}: {error.strerror or error}. "
+                "Nothing was queued; free some space or fix the data directory and submit again.",
+                status=507 if getattr(error, "errno", None) == 28 else 400,
+            ) from None
+
+    def cancel(self, caller: Caller, job_id: str) -> dict:
+        job = self.visible_job(caller, job_id)
+        now = self.clock()
+        reason = f"cancelled by {caller.name}"
+        if job["state"] == JobState.QUEUED.value:
+            if self.store.transition(job_id, ("queued",), "cancelled", reason, now, finished_at=now):
+                if self.is_scheduler:
+                    self.schedule()
+                return self.describe(self.store.get(job_id))
+            job = self.store.get(job_id)  # it started meanwhile: cancel the running job
+        if job["state"] != JobState.RUNNING.value:
+            raise Conflict(f"Job {job_id} has already ended ({job['state']}); there is nothing to cancel.")
+        if not job["stop_requested"]:
+            self.store.update(job_id, stop_requested="cancel", reason=f"cancelling: {reason}")
+        if self.is_scheduler and job_id not in self._stopping:
+            self._stop_job({**job, "stop_requested": "cancel"})
+        return self.describe(self.store.get(job_id))
+
+    def visible_job(self, caller: Caller, job_id: str) -> dict:
+        job = self.store.get(job_id) if isinstance(job_id, str) else None
+        if job is None or not (caller.is_admin or job["owner"] == caller.name):
+            raise NotFound(f"No job {job_id!r}. List your jobs with `e31 jobs`.")
+        return job
+
+    def jobs(self, caller: Caller, state: str | None = None) -> list[dict]:
+        if state is not None and state not in {s.value for s in JobState}:
+            raise InvalidRequest(
+                f"state: unknown state {state!r}. Allowed: {', '.join(s.value for s in JobState)}."
+            )
+        owner = None if caller.is_admin else caller.name
+        rows = self.store.jobs((state,) if state else None, owner=owner)
+        positions = self.positions()
+        return [self.describe(row, positions) for row in rows]
+
+    def jobdir(self, job_id: str) -> JobDir:
+        return JobDir(self.jobs_root / job_id)
+
+    # --- views ----------------------------------------------------------------------------
+
+    def positions(self) -> dict[str, int]:
+        """Place in line of each queued job (1 = next), in the order the policy would start them."""
+        queued = [_pending(j) for j in self.store.jobs((JobState.QUEUED.value,))]
+        return {job.id: i for i, job in enumerate(self.order(queued), start=1)}
+
+    def describe(self, job: dict, positions: dict[str, int] | None = None) -> dict:
+        """The job as the API shows it."""
+        if positions is None and job["state"] == JobState.QUEUED.value:
+            positions = self.positions()
+        jobdir = self.jobdir(job["id"])
+        spec = jobdir.read_json(jobdir.spec, {})
+        progress = jobdir.read_json(jobdir.progress, {})
+        manifest = jobdir.read_json(jobdir.manifest, {}) if job["state"] in FINAL_STATES else {}
+        return {
+            "id": job["id"],
+            "name": job["name"],
+            "owner": job["owner"],
+            "team": job["team"],
+            "state": job["state"],
+            "reason": job["reason"],
+            "queue_position": (positions or {}).get(job["id"]),
+            "request": {
+                "gpus": job["gpus_requested"],
+                "max_runtime_s": job["max_runtime_s"],
+                "expected_runtime_s": job["expected_runtime_s"],
+                "deadline": iso(job["deadline"]),
+            },
+            "gpus": job["granted"],
+            "meter": self._meter(job),
+            "progress": {
+                "cells_done": progress.get("cells_done", 0),
+                "cells_total": progress.get("cells_total"),
+                "current_cell": progress.get("current_cell"),
+            },
+            "submitted_at": iso(job["submitted_at"]),
+            "started_at": iso(job["started_at"]),
+            "finished_at": iso(job["finished_at"]),
+            "work": {
+                "notebook": spec.get("notebook_name"),
+                "parameters": spec.get("parameters", {}),
+                "kernel": spec.get("kernel"),
+            },
+            "output": {
+                "files": spec.get("outputs", []),
+                "reports": sorted(manifest.get("reports", {})) or spec.get("reports", []),
+            },
+            "files_count": len(manifest.get("files", [])),
+        }
+
+    def _meter(self, job: dict) -> dict:
+        seconds = meter.gpu_seconds(job, self.clock())
+        return meter.reading(seconds, self.settings.gpu_hour_rate, self.settings.currency)
+
+    def meter_summary(self, caller: Caller, since: float, until: float) -> dict:
+        jobs = self.store.held_between(since, until)
+        if not caller.is_admin:
+            jobs = [j for j in jobs if j["owner"] == caller.name]
+        s = self.settings
+        return {
+            "since": iso(since),
+            "until": iso(until),
+            **meter.summary(jobs, since, until, self.clock(), s.gpu_hour_rate, s.currency),
+        }
+
+    def gpu_pool(self, caller: Caller) -> dict:
+        running = self.store.jobs((JobState.RUNNING.value,))
+        holders = gpu_inventory.holders(self.settings.inventory, running)
+        pool = []
+        for device, job in holders.items():
+            shown = job is not None and (caller.is_admin or job["owner"] == caller.name)
+            pool.append({
+                "id": device,
+                "busy": job is not None,
+                "job": job["id"] if shown else None,
+                "job_name": job["name"] if shown else None,
+                "owner": job["owner"] if job else None,
+            })  # fmt: skip
+        return {
+            "gpus": pool,
+            "total": len(pool),
+            "free": sum(1 for g in pool if not g["busy"]),
+            "running": len(running),
+            "queued": len(self.store.jobs((JobState.QUEUED.value,))),
+        }
+
+    # --- scheduling (only on the scheduler) -----------------------------------------------
+
+    def schedule(self) -> None:
+        """Ask the policy what to start and what to expire, and do it."""
+        if not self.is_scheduler:
+            return
+        now = self.clock()
+        queued = {j["id"]: j for j in self.store.jobs((JobState.QUEUED.value,))}
+        running = self.store.jobs((JobState.RUNNING.value,))
+        decision = self.decide(
+            [_pending(j) for j in queued.values()],
+            [_running(j) for j in running],
+            len(self.settings.inventory),
+            now,
+        )
+        for job_id, reason in decision.expire:
+            self.store.transition(job_id, ("queued",), "expired", reason, now, finished_at=now)
+        free = gpu_inventory.free_devices(self.settings.inventory, running)
+        for job_id in decision.start:
+            job = queued[job_id]
+            devices, free = free[: job["gpus_requested"]], free[job["gpus_requested"] :]
+            self._start_job(job, devices, now)
+
+    def _start_job(self, job: dict, devices: list[str], now: float) -> None:
+        granted = f"granted GPU(s) {', '.join(devices)}" if devices else "started (no GPUs)"
+        if not self.store.transition(
+            job["id"], ("queued",), "running", granted, now, started_at=now, granted=devices
+        ):
+            return  # cancelled a moment ago
+        try:
+            handle = self.backend.start(job["id"], self.jobdir(job["id"]), devices)
+        except Exception as error:
+            log.exception("e31: could not start job %s", job["id"])
+            self._finish(job["id"], None, self.clock(), start_error=str(error))
+            return
+        self.store.update(job["id"], handle=json.dumps(handle))
+        self._watch(job["id"], handle)
+
+    def _watch(self, job_id: str, handle: dict) -> None:
+        """Wait for the job's process in a thread; report its end to the event loop."""
+        self._watched.add(job_id)
+        loop = self._loop
+
+        def wait():
+            exit_code = self.backend.wait(handle)
+            ended_at = self.clock()
+            loop.call_soon_threadsafe(self._finish, job_id, exit_code, ended_at)
+
+        threading.Thread(target=wait, name=f"e31-wait-{job_id}", daemon=True).start()
+
+    def _stop_job(self, job: dict) -> None:
+        """End a running job's processes (SIGTERM, grace, SIGKILL); its watcher then finishes it."""
+        self._stopping.add(job["id"])
+        handle = _unjson(job["handle"])
+        if handle is None:
+            return
+        asyncio.get_running_loop().run_in_executor(
+            None, self.backend.stop, job["id"], handle, self.settings.grace_s
+        )
+
+    def _finish(self, job_id: str, exit_code: int | None, ended_at: float, start_error: str = "") -> None:
+        """The job's process has ended: sweep leftovers, release its GPUs, record why it ended."""
+        self._watched.discard(job_id)
+        self._stopping.discard(job_id)
+        job = self.store.get(job_id)
+        if job is None or job["state"] != JobState.RUNNING.value:
+            return
+        self.backend.sweep(job_id)
+        jobdir = self.jobdir(job_id)
+        state, reason = _final_state(job, jobdir.read_json(jobdir.manifest), exit_code, start_error)
+        self.store.transition(job_id, ("running",), state, reason, ended_at, finished_at=ended_at)
+        self.schedule()
+
+    def _adopt_running_jobs(self) -> None:
+        """After a restart: watch jobs that still run; record the true end of those that ended."""
+        for job in self.store.jobs((JobState.RUNNING.value,)):
+            handle = _unjson(job["handle"])
+            if handle is not None and self.backend.adopt(job["id"], handle):
+                log.info("e31: adopted running job %s", job["id"])
+                self._watch(job["id"], handle)
+                continue
+            jobdir = self.jobdir(job["id"])
+            manifest = jobdir.read_json(jobdir.manifest)
+            ended_at = (manifest or {}).get("finished_at") or jobdir.last_sign_of_life()
+            self._finish(job["id"], None, max(ended_at or job["started_at"], job["started_at"]))
+
+    def _remove_failed_submits(self) -> None:
+        """Job directories without a record are submits that never completed: nobody was told
+        they exist, so they are removed (after a while, in case another server is mid-submit)."""
+        known = self.store.job_ids()
+        cutoff = time.time() - ORPHAN_AGE_S
+        for path in self.jobs_root.iterdir():
+            job_id = path.name.removeprefix(".staging-")
+            if job_id not in known and path.stat().st_mtime < cutoff:
+                shutil.rmtree(path, ignore_errors=True)
+
+
+def _final_state(job: dict, manifest: dict | None, exit_code: int | None, start_error: str) -> tuple[str, str]:
+    """The process decides the state: a stop we asked for, else the worker's manifest, else how
+    the process ended."""
+    if start_error:
+        return "failed", f"could not start: {start_error}"
+    if job["stop_requested"] == "cancel":
+        return "cancelled", job["reason"].removeprefix("cancelling: ") or "cancelled"
+    if job["stop_requested"] == "timeout":
+        return "failed", f"timeout: ran longer than max_runtime ({format_duration(job['max_runtime_s'])})"
+    if manifest and manifest.get("status") == "succeeded":
+        return "succeeded", ""
+    if manifest and manifest.get("status") == "failed":
+        return "failed", manifest.get("reason") or "the notebook failed"
+    if exit_code is not None and exit_code < 0:
+        return "failed", f"worker killed by {signal.Signals(-exit_code).name}; partial results kept"
+    return "failed", "lost: the job's process ended without writing a result manifest"
+
+
+def _pending(job: dict) -> policy.Pending:
+    request = Request(
+        job["gpus_requested"], job["max_runtime_s"], job["expected_runtime_s"],
+        job["deadline"], bool(job["max_runtime_given"]),
+    )  # fmt: skip
+    return policy.Pending(
+        job["id"], request.gpus, job["submitted_at"], request.max_runtime_s,
+        request.runtime_estimate(), request.deadline,
+    )  # fmt: skip
+
+
+def _running(job: dict) -> policy.Running:
+    return policy.Running(job["id"], len(job["granted"]), job["started_at"], job["max_runtime_s"])
+
+
+def _data_paths(value, root_dir: Path) -> list[Path]:
+    if value is None:
+        return []
+    if isinstance(value, str):
+        value = [value]
+    if not isinstance(value, list) or not all(isinstance(v, str) and v for v in value):
+        raise InvalidRequest("data must be a list of paths (files or folders) the server can read.")
+    paths, names = [], set()
+    for item in value:
+        path = Path(item).expanduser()
+        path = path if path.is_absolute() else root_dir / path
+        if not path.exists():
+            raise InvalidRequest(f"data: nothing at {str(path)!r}.")
+        if path.name in names:
+            raise InvalidRequest(
+                f"data: two inputs are named {path.name!r}; they would overwrite each other in "
+                "the job's directory. Rename one, or put them in a folder."
+            )
+        names.add(path.name)
+        paths.append(path)
+    return paths
+
+
+def _ensure_writable(data_dir: Path) -> None:
+    try:
+        data_dir.mkdir(parents=True, exist_ok=True)
+        probe = data_dir / f".write-test-{os.getpid()}"
+        probe.write_text("ok")
+        probe.unlink()
+    except OSError as error:
+        raise E31Error(
+            f"The e31 data directory {str(data_dir)!r} is not writable ({error.strerror or error}). "
+            "Fix its permissions, or point c.E31.data_dir (--E31.data_dir=...) at a writable folder.",
+            status=500,
+        ) from None
+
+
+def _new_job_id() -> str:
+    return time.strftime("%y%m%d") + "-" + secrets.token_hex(4)
+
+
+def _unjson(value):
+    return json.loads(value) if value else None

@@ -1,0 +1,48 @@
+"""The Jupyter server extension: builds the queue from the ``E31`` config and serves its API."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from jupyter_server.extension.application import ExtensionApp
+
+from .. import backends, gpus
+from ..job import parse_duration
+from ..queue import Queue, Settings
+from .config import E31
+from .handlers import routes
+
+
+class E31Extension(ExtensionApp):
+    name = "e31_jupyter"
+    classes = [E31]
+
+    def initialize_settings(self):
+        config = E31(parent=self)
+        inventory = list(config.gpus) if config.gpus is not None else gpus.discover()
+        settings = Settings(
+            inventory=inventory,
+            default_max_runtime_s=parse_duration(config.default_max_runtime, "default_max_runtime"),
+            gpu_hour_rate=config.gpu_hour_rate,
+            currency=config.currency,
+            grace_s=config.stop_grace,
+            policy=config.policy,
+        )
+        self.e31_queue = Queue(Path(config.data_dir), backends.create(config.backend), settings)
+        self.settings.update(
+            e31_queue=self.e31_queue,
+            e31_admin_users=set(config.admin_users),
+            e31_gpu_source="configured" if config.gpus is not None else "nvml",
+        )
+        self.log.info(
+            "e31: queue in %s with %d GPU(s) %s", config.data_dir, len(inventory), inventory
+        )
+
+    def initialize_handlers(self):
+        self.handlers.extend(routes())
+
+    async def _start_jupyter_server_extension(self, serverapp):
+        await self.e31_queue.start()
+
+    async def stop_extension(self):
+        await self.e31_queue.stop()

@@ -1,0 +1,243 @@
+"""REST handlers under ``/e31/api/`` (described in ``openapi.yaml``).
+
+Thin: authenticate with jupyter_server, turn the request into a queue call, answer JSON. Every
+E31Error becomes its 4xx status with ``{"message": ...}``; no traceback ever reaches a client.
+"""
+
+from __future__ import annotations
+
+import functools
+import getpass
+import json
+import time
+from pathlib import Path
+
+from jupyter_server.auth.decorator import authorized
+from jupyter_server.auth.identity import IdentityProvider, LegacyIdentityProvider, PasswordIdentityProvider
+from jupyter_server.base.handlers import APIHandler
+from tornado import web
+
+from ..errors import Conflict, E31Error, InvalidRequest
+from ..job import FINAL_STATES, parse_iso
+from ..outputs import collected_file
+from ..queue import Caller, Queue
+
+AUTH_RESOURCE = "e31"
+LOG_CHUNK = 1 << 20
+# jupyter_server's own identity providers serve one person behind a shared token or password
+# and invent a new anonymous name per browser session; with them every job belongs to the
+# account the server runs as. Other providers (JupyterHub's, say) name real users.
+_SINGLE_USER_PROVIDERS = (IdentityProvider, PasswordIdentityProvider, LegacyIdentityProvider)
+
+
+def _answers_errors(method):
+    """Turn E31Error into its status with a JSON message, and anything else into a JSON 500
+    without a traceback."""
+
+    @functools.wraps(method)
+    async def wrapper(self, *args, **kwargs):
+        try:
+            return await method(self, *args, **kwargs)
+        except E31Error as error:
+            self.set_status(error.status)
+            self.finish({"message": error.message})
+        except web.HTTPError:
+            raise
+        except Exception:
+            self.log.exception("e31: unexpected error in %s %s", self.request.method, self.request.path)
+            self.set_status(500)
+            self.finish({"message": "Internal error in the e31 queue; the server log has details."})
+
+    return wrapper
+
+
+class E31Handler(APIHandler):
+    auth_resource = AUTH_RESOURCE
+
+    @property
+    def queue(self) -> Queue:
+        return self.settings["e31_queue"]
+
+    @property
+    def caller(self) -> Caller:
+        if type(self.identity_provider) in _SINGLE_USER_PROVIDERS:
+            name = getpass.getuser()
+        else:
+            name = self.current_user.username
+        return Caller(name, is_admin=name in self.settings["e31_admin_users"])
+
+    def json_body(self) -> dict:
+        try:
+            body = json.loads(self.request.body or b"{}")
+        except ValueError as error:
+            raise InvalidRequest(f"The request body is not valid JSON ({error}).") from None
+        if not isinstance(body, dict):
+            raise InvalidRequest("The request body must be a JSON object.")
+        return body
+
+    def job_and_dir(self, job_id: str):
+        job = self.queue.visible_job(self.caller, job_id)
+        return job, self.queue.jobdir(job_id)
+
+
+class JobsHandler(E31Handler):
+    @web.authenticated
+    @authorized
+    @_answers_errors
+    async def get(self):
+        state = self.get_argument("state", None)
+        self.finish({"jobs": self.queue.jobs(self.caller, state)})
+
+    @web.authenticated
+    @authorized
+    @_answers_errors
+    async def post(self):
+        body = self.json_body()
+        kernels = list(self.kernel_spec_manager.find_kernel_specs())
+        root_dir = Path(self.settings.get("server_root_dir", ".")).expanduser()
+        job, warnings = await self.queue.submit(self.caller, body, kernels, root_dir)
+        self.set_status(201)
+        self.finish({**job, "warnings": warnings})
+
+
+class JobHandler(E31Handler):
+    @web.authenticated
+    @authorized
+    @_answers_errors
+    async def get(self, job_id):
+        job = self.queue.visible_job(self.caller, job_id)
+        self.finish({**self.queue.describe(job), "transitions": self.queue.store.transitions(job_id)})
+
+
+class CancelHandler(E31Handler):
+    @web.authenticated
+    @authorized
+    @_answers_errors
+    async def post(self, job_id):
+        self.finish(self.queue.cancel(self.caller, job_id))
+
+
+class NotebookHandler(E31Handler):
+    @web.authenticated
+    @authorized
+    @_answers_errors
+    async def get(self, job_id):
+        job, jobdir = self.job_and_dir(job_id)
+        if not jobdir.executed_notebook.exists():
+            raise Conflict(f"Job {job_id} is {job['state']} and has no executed notebook yet.")
+        self.set_header("Content-Type", "application/json")
+        self.finish(jobdir.executed_notebook.read_bytes())
+
+
+class ReportHandler(E31Handler):
+    @web.authenticated
+    @authorized
+    @_answers_errors
+    async def get(self, job_id):
+        job, jobdir = self.job_and_dir(job_id)
+        if not jobdir.report.exists():
+            raise Conflict(
+                f"Job {job_id} is {job['state']} and has no HTML report"
+                + (" (it was not asked for)." if job["state"] in FINAL_STATES else " yet.")
+            )
+        self.set_header("Content-Type", "text/html; charset=utf-8")
+        # The report is the job's own content: never let it run as this server's origin.
+        self.set_header("Content-Security-Policy", "sandbox allow-scripts allow-popups")
+        self.finish(jobdir.report.read_bytes())
+
+
+class FilesHandler(E31Handler):
+    @web.authenticated
+    @authorized
+    @_answers_errors
+    async def get(self, job_id):
+        _, jobdir = self.job_and_dir(job_id)
+        manifest = jobdir.read_json(jobdir.manifest, {})
+        self.finish({"files": manifest.get("files", [])})
+
+
+class FileHandler(E31Handler):
+    @web.authenticated
+    @authorized
+    @_answers_errors
+    async def get(self, job_id, path):
+        _, jobdir = self.job_and_dir(job_id)
+        file = collected_file(jobdir, jobdir.read_json(jobdir.manifest), path)
+        self.set_header("Content-Type", "application/octet-stream")
+        self.set_header("Content-Disposition", f'attachment; filename="{file.name}"')
+        self.set_header("Content-Security-Policy", "sandbox")
+        with open(file, "rb") as f:
+            while chunk := f.read(LOG_CHUNK):
+                self.write(chunk)
+                await self.flush()
+        self.finish()
+
+
+class LogHandler(E31Handler):
+    @web.authenticated
+    @authorized
+    @_answers_errors
+    async def get(self, job_id):
+        job, jobdir = self.job_and_dir(job_id)
+        data = jobdir.log.read_bytes() if jobdir.log.exists() else b""
+        tail = self.get_argument("tail", None)
+        if tail is not None:
+            lines = _int_argument(tail, "tail")
+            text = b"\n".join(data.splitlines()[-lines:]).decode(errors="replace") if lines else ""
+            self.finish({"text": text, "offset": len(data), "final": job["state"] in FINAL_STATES})
+            return
+        offset = _int_argument(self.get_argument("offset", "0"), "offset")
+        chunk = data[offset : offset + LOG_CHUNK]
+        end = offset + len(chunk)
+        final = job["state"] in FINAL_STATES and end >= len(data)
+        self.finish({"text": chunk.decode(errors="replace"), "offset": end, "final": final})
+
+
+class MeterHandler(E31Handler):
+    @web.authenticated
+    @authorized
+    @_answers_errors
+    async def get(self):
+        now = time.time()
+        since = self.get_argument("since", None)
+        until = self.get_argument("until", None)
+        since_ts = parse_iso(since, "since") if since else now - 7 * 86400
+        until_ts = parse_iso(until, "until") if until else now
+        if until_ts < since_ts:
+            raise InvalidRequest("until must not be before since.")
+        self.finish(self.queue.meter_summary(self.caller, since_ts, until_ts))
+
+
+class GpusHandler(E31Handler):
+    @web.authenticated
+    @authorized
+    @_answers_errors
+    async def get(self):
+        pool = self.queue.gpu_pool(self.caller)
+        self.finish({**pool, "source": self.settings["e31_gpu_source"]})
+
+
+def _int_argument(value: str, name: str) -> int:
+    try:
+        number = int(value)
+    except ValueError:
+        raise InvalidRequest(f"{name} must be a whole number, got {value!r}.") from None
+    if number < 0:
+        raise InvalidRequest(f"{name} must be 0 or more, got {number}.")
+    return number
+
+
+def routes() -> list[tuple[str, type]]:
+    job = r"/e31/api/jobs/(?P<job_id>[A-Za-z0-9_.-]+)"
+    return [
+        (r"/e31/api/jobs", JobsHandler),
+        (job, JobHandler),
+        (job + r"/cancel", CancelHandler),
+        (job + r"/notebook", NotebookHandler),
+        (job + r"/report", ReportHandler),
+        (job + r"/files", FilesHandler),
+        (job + r"/files/(?P<path>.+)", FileHandler),
+        (job + r"/log", LogHandler),
+        (r"/e31/api/meter", MeterHandler),
+        (r"/e31/api/gpus", GpusHandler),
+    ]

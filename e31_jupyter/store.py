@@ -1,0 +1,186 @@
+"""SQLite (WAL) record of jobs and their state changes; the only module that writes SQL.
+
+Several Jupyter servers may open the same file: every write is one short transaction, and a
+state change only happens from the state the caller expects, so two writers cannot both win.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import threading
+from pathlib import Path
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS jobs (
+    id TEXT PRIMARY KEY,
+    owner TEXT NOT NULL,
+    name TEXT NOT NULL,
+    team TEXT NOT NULL DEFAULT '',
+    state TEXT NOT NULL,
+    reason TEXT NOT NULL DEFAULT '',
+    gpus_requested INTEGER NOT NULL,
+    max_runtime_s REAL NOT NULL,
+    expected_runtime_s REAL,
+    max_runtime_given INTEGER NOT NULL DEFAULT 0,
+    deadline REAL,
+    submitted_at REAL NOT NULL,
+    started_at REAL,
+    finished_at REAL,
+    granted TEXT NOT NULL DEFAULT '[]',
+    handle TEXT,
+    stop_requested TEXT NOT NULL DEFAULT ''
+);
+CREATE INDEX IF NOT EXISTS jobs_state ON jobs(state);
+CREATE INDEX IF NOT EXISTS jobs_owner ON jobs(owner, submitted_at);
+CREATE TABLE IF NOT EXISTS transitions (
+    seq INTEGER PRIMARY KEY AUTOINCREMENT,
+    job_id TEXT NOT NULL REFERENCES jobs(id),
+    at REAL NOT NULL,
+    from_state TEXT,
+    to_state TEXT NOT NULL,
+    reason TEXT NOT NULL DEFAULT ''
+);
+CREATE INDEX IF NOT EXISTS transitions_job ON transitions(job_id, seq);
+"""
+
+
+def _row(row: sqlite3.Row | None) -> dict | None:
+    if row is None:
+        return None
+    job = dict(row)
+    job["granted"] = json.loads(job["granted"])
+    return job
+
+
+class Store:
+    def __init__(self, path: str | Path):
+        self.path = Path(path)
+        self._lock = threading.Lock()
+        self._db = sqlite3.connect(
+            self.path, timeout=30, isolation_level=None, check_same_thread=False
+        )
+        self._db.row_factory = sqlite3.Row
+        self._db.execute("PRAGMA journal_mode=WAL")
+        self._db.execute("PRAGMA synchronous=NORMAL")
+        with self._lock:
+            self._db.executescript(_SCHEMA)  # idempotent; executescript manages its transaction
+
+    def close(self) -> None:
+        with self._lock:
+            self._db.close()
+
+    def _write(self):
+        return _Transaction(self._db, self._lock)
+
+    def data_version(self) -> int:
+        """Changes when another connection (another server) has written to the file."""
+        with self._lock:
+            return self._db.execute("PRAGMA data_version").fetchone()[0]
+
+    # --- jobs -----------------------------------------------------------------------------
+
+    def insert_job(self, job: dict, reason: str) -> None:
+        row = {**job, "granted": json.dumps(job.get("granted", []))}
+        columns = ", ".join(row)
+        marks = ", ".join(f":{k}" for k in row)
+        with self._write() as db:
+            db.execute(f"INSERT INTO jobs ({columns}) VALUES ({marks})", row)
+            db.execute(
+                "INSERT INTO transitions (job_id, at, from_state, to_state, reason)"
+                " VALUES (?, ?, NULL, ?, ?)",
+                (job["id"], job["submitted_at"], job["state"], reason),
+            )
+
+    def transition(
+        self, job_id: str, expected: tuple[str, ...], to_state: str, reason: str, at: float, **fields
+    ) -> bool:
+        """Move a job to ``to_state`` if it is in one of the ``expected`` states; record why.
+
+        Returns False (and changes nothing) when the job was not in an expected state."""
+        if "granted" in fields:
+            fields["granted"] = json.dumps(fields["granted"])
+        sets = ", ".join(f"{k} = :{k}" for k in ("state", "reason", *fields))
+        marks = ", ".join(f":s{i}" for i in range(len(expected)))
+        params = {"state": to_state, "reason": reason, **fields, "id": job_id}
+        params.update({f"s{i}": s for i, s in enumerate(expected)})
+        with self._write() as db:
+            row = db.execute("SELECT state FROM jobs WHERE id = ?", (job_id,)).fetchone()
+            if row is None or row["state"] not in expected:
+                return False
+            db.execute(f"UPDATE jobs SET {sets} WHERE id = :id AND state IN ({marks})", params)
+            db.execute(
+                "INSERT INTO transitions (job_id, at, from_state, to_state, reason)"
+                " VALUES (?, ?, ?, ?, ?)",
+                (job_id, at, row["state"], to_state, reason),
+            )
+        return True
+
+    def update(self, job_id: str, **fields) -> None:
+        """Change bookkeeping fields that are not a state change (handle, stop request, ...)."""
+        sets = ", ".join(f"{k} = :{k}" for k in fields)
+        with self._write() as db:
+            db.execute(f"UPDATE jobs SET {sets} WHERE id = :id", {**fields, "id": job_id})
+
+    def get(self, job_id: str) -> dict | None:
+        with self._lock:
+            return _row(self._db.execute("SELECT * FROM jobs WHERE id = ?", (job_id,)).fetchone())
+
+    def jobs(self, states: tuple[str, ...] | None = None, owner: str | None = None) -> list[dict]:
+        """Jobs newest first, optionally only in some states and of one owner."""
+        where, params = [], []
+        if states:
+            where.append(f"state IN ({', '.join('?' * len(states))})")
+            params.extend(states)
+        if owner is not None:
+            where.append("owner = ?")
+            params.append(owner)
+        sql = "SELECT * FROM jobs" + (f" WHERE {' AND '.join(where)}" if where else "")
+        sql += " ORDER BY submitted_at DESC, id DESC"
+        with self._lock:
+            return [_row(r) for r in self._db.execute(sql, params)]
+
+    def held_between(self, since: float, until: float) -> list[dict]:
+        """Jobs whose GPU hold overlaps [since, until]: what the meter charges in that window."""
+        with self._lock:
+            rows = self._db.execute(
+                "SELECT * FROM jobs WHERE started_at IS NOT NULL AND started_at < ?"
+                " AND (finished_at IS NULL OR finished_at > ?)",
+                (until, since),
+            )
+            return [_row(r) for r in rows]
+
+    def transitions(self, job_id: str) -> list[dict]:
+        with self._lock:
+            rows = self._db.execute(
+                "SELECT at, from_state, to_state, reason FROM transitions"
+                " WHERE job_id = ? ORDER BY seq",
+                (job_id,),
+            )
+            return [dict(r) for r in rows]
+
+    def job_ids(self) -> set[str]:
+        with self._lock:
+            return {r[0] for r in self._db.execute("SELECT id FROM jobs")}
+
+
+class _Transaction:
+    """``BEGIN IMMEDIATE`` ... ``COMMIT``: takes the write lock up front, so no upgrade deadlock."""
+
+    def __init__(self, db: sqlite3.Connection, lock: threading.Lock):
+        self.db, self.lock = db, lock
+
+    def __enter__(self) -> sqlite3.Connection:
+        self.lock.acquire()
+        try:
+            self.db.execute("BEGIN IMMEDIATE")
+        except BaseException:
+            self.lock.release()
+            raise
+        return self.db
+
+    def __exit__(self, exc_type, *_):
+        try:
+            self.db.execute("ROLLBACK" if exc_type else "COMMIT")
+        finally:
+            self.lock.release()

@@ -1,0 +1,150 @@
+"""Runs inside the job: ``python -m e31_jupyter.worker JOBDIR``.
+
+Executes the job's notebook with papermill in the job's working directory, records progress
+(cells done of total) and a heartbeat, saves the partly executed notebook as it goes, and at the
+end collects outputs and writes the result manifest. Knows nothing of the server: it reads and
+writes only the job directory. Its exit status is 0 only when the notebook succeeded.
+"""
+
+from __future__ import annotations
+
+import signal
+import sys
+import threading
+import time
+
+from .jobdir import JobDir, write_json_atomic
+from .outputs import collect_files, snapshot, write_reports
+
+HEARTBEAT_S = 2.0
+
+
+class Stopped(BaseException):
+    """The job was asked to stop (SIGTERM): cancel or timeout, decided by the server."""
+
+
+class Progress:
+    """progress.json: cells done of total, the current cell, and a heartbeat time."""
+
+    def __init__(self, jobdir: JobDir, cells_total: int):
+        self.jobdir = jobdir
+        self.state = {"cells_done": 0, "cells_total": cells_total, "current_cell": None}
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+
+    def write(self, **changes) -> None:
+        with self._lock:
+            self.state.update(changes, updated_at=time.time())
+            write_json_atomic(self.jobdir.progress, self.state)
+
+    def beat(self) -> None:
+        while not self._stop.wait(HEARTBEAT_S):
+            self.write()
+
+    def __enter__(self):
+        self.write()
+        threading.Thread(target=self.beat, daemon=True).start()
+        return self
+
+    def __exit__(self, *_):
+        self._stop.set()
+
+
+def _progress_engine(progress: Progress):
+    """A papermill engine that reports each cell's start and end to ``progress``."""
+    from papermill.engines import NBClientEngine
+
+    class ProgressEngine(NBClientEngine):
+        @classmethod
+        def execute_managed_notebook(cls, nb_man, kernel_name, **kwargs):
+            cell_start, cell_complete = nb_man.cell_start, nb_man.cell_complete
+
+            def on_start(cell, cell_index=None, **kw):
+                progress.write(current_cell=cell_index)
+                return cell_start(cell, cell_index, **kw)
+
+            def on_complete(cell, cell_index=None, **kw):
+                result = cell_complete(cell, cell_index, **kw)
+                progress.write(cells_done=cell_index + 1, current_cell=None)
+                return result
+
+            nb_man.cell_start, nb_man.cell_complete = on_start, on_complete
+            return super().execute_managed_notebook(nb_man, kernel_name, **kwargs)
+
+    return ProgressEngine
+
+
+def _on_sigterm(signum, frame):
+    raise Stopped()
+
+
+def run(jobdir: JobDir) -> dict:
+    """Execute the job; returns the result manifest (also written to manifest.json)."""
+    import nbformat
+    import papermill
+    from papermill.engines import papermill_engines
+    from papermill.exceptions import PapermillExecutionError
+
+    spec = jobdir.read_json(jobdir.spec)
+    started_at = time.time()
+    write_json_atomic(jobdir.baseline, snapshot(jobdir.work))
+    cells_total = len(nbformat.read(jobdir.input_notebook, as_version=4).cells)
+    status, reason = "failed", ""
+    with Progress(jobdir, cells_total + (1 if spec["parameters"] else 0)) as progress:
+        papermill_engines.register("e31", _progress_engine(progress))
+        try:
+            papermill.execute_notebook(
+                str(jobdir.input_notebook),
+                str(jobdir.executed_notebook),
+                parameters=spec["parameters"],
+                kernel_name=spec["kernel"],
+                engine_name="e31",
+                cwd=str(jobdir.work),
+                progress_bar=False,
+                log_output=True,
+                request_save_on_cell_execute=True,
+            )
+            status = "succeeded"
+        except Stopped:
+            status, reason = "stopped", "stopped on request"
+        except PapermillExecutionError as error:
+            reason = f"cell {error.exec_count or error.cell_index} raised {error.ename}: {error.evalue}"
+        except Exception as error:  # the process decides the state; the reason says what happened
+            reason = _describe(error)
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)  # the notebook is done; let the results land
+    finished_at = time.time()
+    baseline = jobdir.read_json(jobdir.baseline, {})
+    manifest = {
+        "status": status,
+        "reason": reason,
+        "started_at": started_at,
+        "finished_at": finished_at,
+        "files": collect_files(jobdir.work, baseline, spec["outputs"]),
+        "reports": write_reports(jobdir, spec["reports"]),
+    }
+    write_json_atomic(jobdir.manifest, manifest)
+    return manifest
+
+
+def _describe(error: Exception) -> str:
+    name = type(error).__name__
+    if name == "DeadKernelError":
+        return f"kernel died: {error}"
+    if name == "NoSuchKernel":
+        return f"unknown kernel: {error}"
+    return f"{name}: {error}"
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if len(argv) != 1:
+        print("usage: python -m e31_jupyter.worker JOBDIR", file=sys.stderr)
+        return 2
+    signal.signal(signal.SIGTERM, _on_sigterm)
+    manifest = run(JobDir(argv[0]))
+    print(f"e31 worker: {manifest['status']} {manifest['reason']}".rstrip(), flush=True)
+    return 0 if manifest["status"] == "succeeded" else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,126 @@
+"""The CLI's pure parts: argument parsing, value typing, formatting, and collect's path safety."""
+
+import os
+from datetime import datetime, timezone
+
+import pytest
+
+from e31_jupyter.cli import (
+    build_parser,
+    describe,
+    format_jobs,
+    format_seconds,
+    format_table,
+    launcher_argv,
+    main,
+    parameter_value,
+    submit_body,
+)
+from e31_jupyter.client import safe_destination
+from e31_jupyter.errors import InvalidRequest
+
+PARAMETER_TEXTS = ["3", "-2", "0.5", "1e-3", "nan", "True", "False", "None", "true", "none", "abc", "", "1_000"]
+
+
+@pytest.mark.parametrize("text", PARAMETER_TEXTS)
+def test_parameter_values_are_typed_as_papermill_types_them(text):
+    papermill_cli = pytest.importorskip("papermill.cli")
+    expected = papermill_cli._resolve_type(text)
+    value = parameter_value(text)
+    assert type(value) is type(expected)
+    assert value == expected or value != value  # nan
+
+
+def test_submit_body_sends_absolute_paths_typed_parameters_and_only_given_options(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    args = build_parser().parse_args(
+        ["submit", "nb.ipynb", "-p", "lr", "0.1", "-p", "epochs", "3", "-p", "tag", "v1",
+         "--gpus", "2", "--max-runtime", "6h", "--expected-runtime", "5400",
+         "--data", "in/a.csv", "--data", "/abs/dir", "--output", "*.pt", "--report", "html"]
+    )
+    assert submit_body(args) == {
+        "path": os.path.join(str(tmp_path), "nb.ipynb"),
+        "parameters": {"lr": 0.1, "epochs": 3, "tag": "v1"},
+        "data": [os.path.join(str(tmp_path), "in", "a.csv"), "/abs/dir"],
+        "gpus": 2,
+        "max_runtime": "6h",
+        "expected_runtime": 5400,
+        "outputs": ["*.pt"],
+        "reports": ["html"],
+    }
+
+
+def test_submit_body_of_a_bare_notebook_lets_the_server_choose_defaults():
+    args = build_parser().parse_args(["submit", "/nb/train.ipynb"])
+    assert submit_body(args) == {"path": "/nb/train.ipynb"}
+
+
+def test_unknown_arguments_are_refused_except_for_the_launchers(capsys):
+    with pytest.raises(SystemExit) as exit:
+        main(["jobs", "--port", "9999"])
+    assert exit.value.code == 2
+    assert "unrecognized arguments: --port 9999" in capsys.readouterr().err
+
+
+def test_launchers_pass_their_arguments_through_last():
+    lab = launcher_argv("lab", ["--port", "9999"], as_root=True)
+    assert lab[1:] == ["-m", "jupyterlab", "--allow-root", "--port", "9999"]
+    serve = launcher_argv("serve", ["--port", "9999", "--E31.gpus=0,1"], as_root=False)
+    assert serve[1:3] == ["-m", "jupyter_server"]
+    assert "'e31_jupyter': True" in serve[3] and serve[3].startswith("--ServerApp.jpserver_extensions=")
+    assert "--ServerApp.open_browser=False" in serve and "--allow-root" not in serve
+    assert serve[-3:] == ["--port", "9999", "--E31.gpus=0,1"]
+
+
+@pytest.mark.parametrize(
+    "seconds, text", [(0, "0s"), (45, "45s"), (60, "1m"), (61, "1m1s"), (5400, "1h30m"), (86400 * 2 + 3 * 3600 + 5, "2d3h")]
+)
+def test_format_seconds(seconds, text):
+    assert format_seconds(seconds) == text
+
+
+def test_format_table_aligns_columns_and_shows_none_as_dash():
+    assert format_table(["ID", "STATE"], [["a1", "queued"], ["b", None]]) == "ID  STATE\na1  queued\nb   -"
+
+
+def job(**fields):
+    base = {"id": "j1", "name": "train", "state": "queued", "reason": None, "queue_position": 2,
+            "request": {"gpus": 1}, "gpus": [], "meter": {"gpu_hours": 0.5}, "progress": {},
+            "submitted_at": "2024-01-01T10:00:00+00:00"}
+    return base | fields
+
+
+def test_describe_says_where_the_job_is():
+    assert describe(job()) == "queued (position 2)"
+    assert describe(job(state="running", gpus=["0", "1"], progress={"cells_done": 3, "cells_total": 10})) == (
+        "running on GPU 0,1 (3/10 cells)"
+    )
+    assert describe(job(state="failed", reason="exit status 1")) == "failed: exit status 1"
+    assert describe(job(state="succeeded", reason="exit status 0")) == "succeeded"
+
+
+def test_format_jobs_table():
+    now = datetime(2024, 1, 1, 12, 30, tzinfo=timezone.utc)
+    jobs = [job(), job(id="j0", name="x" * 40, state="succeeded", queue_position=None, meter={"gpu_hours": 1.234})]
+    assert format_jobs(jobs, now).splitlines() == [
+        "ID  NAME                              STATE      POS  GPUS  GPU-H  AGE",
+        "j1  train                             queued     2    1     0.50   2h30m",
+        "j0  " + "x" * 31 + "…  succeeded  -    1     1.23   2h30m",
+    ]
+
+
+@pytest.mark.parametrize("path", ["../x", "a/../../b", "a/..", "/etc/passwd", "", ".", "C:\\x", "..\\x"])
+def test_collect_refuses_unsafe_paths(tmp_path, path):
+    with pytest.raises(InvalidRequest):
+        safe_destination(tmp_path, path)
+
+
+def test_collect_keeps_relative_paths(tmp_path):
+    assert safe_destination(tmp_path, "plots/loss.png") == tmp_path / "plots" / "loss.png"
+
+
+def test_collect_refuses_to_follow_a_symlink_out_of_the_folder(tmp_path):
+    (tmp_path / "out").mkdir()
+    (tmp_path / "out" / "link").symlink_to(tmp_path)
+    with pytest.raises(InvalidRequest):
+        safe_destination(tmp_path / "out", "link/x.txt")
