@@ -145,7 +145,7 @@ def format_job(job: dict) -> str:
         ("owner", f"{owner} (team {job['team']})" if job.get("team") else owner),
         ("state", describe(job)),
         ("request", ", ".join(wanted)),
-        ("meter", f"{gpu_hours(job)} GPU-h, {meter.get('cost') or 0:.2f} {meter.get('currency') or ''}".rstrip()),
+        ("meter", f"{gpu_hours(job)} GPU-h, {meter.get('cost') or 0:.2f} {meter.get('currency') or ''}"),
         ("notebook", (job.get("work") or {}).get("notebook")),
         ("files", job.get("files_count")),
         ("submitted", job.get("submitted_at")),
@@ -153,9 +153,12 @@ def format_job(job: dict) -> str:
         ("finished", job.get("finished_at")),
     ]
     lines = [f"{label + ':':<11}{'-' if value is None else value}" for label, value in fields]
-    for step in job.get("transitions") or []:
+    transitions = job.get("transitions") or []
+    if transitions:
+        lines.append("history:")
+    for step in transitions:
         reason = f"  {step['reason']}" if step.get("reason") else ""
-        lines.append(f"  {step['at']}  {step.get('from') or '-'} -> {step['to']}{reason}")
+        lines.append(f"  {step.get('at')}  {step.get('from') or '-'} -> {step.get('to')}{reason}")
     return "\n".join(lines)
 
 
@@ -185,8 +188,8 @@ def _shorten(text: str, width: int) -> str:
     return text if len(text) <= width else text[: width - 1] + "…"
 
 
-def _print_json(value) -> None:
-    print(json.dumps(value, indent=2))
+def as_json(value) -> str:
+    return json.dumps(value, indent=2)
 
 
 # -- commands ---------------------------------------------------------------------------------
@@ -197,12 +200,12 @@ def cmd_submit(client: E31Client, args) -> int:
     for warning in job.get("warnings") or []:
         print(f"e31: warning: {warning}", file=sys.stderr)
     if not args.wait:
-        _print_json(job) if args.json else print(f"{job['id']}  {describe(job)}")
+        print(as_json(job) if args.json else f"{job['id']}  {describe(job)}")
         return 0
     if not args.json:
         print(f"{job['id']}  {describe(job)}", file=sys.stderr)
     job = client.wait(job["id"], on_update=None if args.json else _progress_printer(job))
-    _print_json(job) if args.json else print(f"{job['id']}  {describe(job)}  {gpu_hours(job)} GPU-h")
+    print(as_json(job) if args.json else f"{job['id']}  {describe(job)}  {gpu_hours(job)} GPU-h")
     return 0 if job["state"] == "succeeded" else 1
 
 
@@ -223,7 +226,7 @@ def _progress_printer(job: dict):
 def cmd_jobs(client: E31Client, args) -> int:
     jobs = client.jobs(args.state)
     if args.json:
-        _print_json({"jobs": jobs})
+        print(as_json({"jobs": jobs}))
     else:
         print(format_jobs(jobs) if jobs else f"No {args.state + ' ' if args.state else ''}jobs.")
     return 0
@@ -231,13 +234,15 @@ def cmd_jobs(client: E31Client, args) -> int:
 
 def cmd_status(client: E31Client, args) -> int:
     job = client.job(args.job)
-    _print_json(job) if args.json else print(format_job(job))
+    print(as_json(job) if args.json else format_job(job))
     return 0
 
 
 def cmd_logs(client: E31Client, args) -> int:
     if args.tail is not None:
-        sys.stdout.write(client.log_tail(args.job, args.tail))
+        text = client.log_tail(args.job, args.tail)
+        if text:
+            print(text.rstrip("\n"))
         return 0
     offset = 0
     while True:
@@ -265,13 +270,13 @@ def cmd_collect(client: E31Client, args) -> int:
 
 def cmd_meter(client: E31Client, args) -> int:
     meter = client.meter(args.since, args.until)
-    _print_json(meter) if args.json else print(format_meter(meter))
+    print(as_json(meter) if args.json else format_meter(meter))
     return 0
 
 
 def cmd_gpus(client: E31Client, args) -> int:
     inventory = client.gpus()
-    _print_json(inventory) if args.json else print(format_gpus(inventory))
+    print(as_json(inventory) if args.json else format_gpus(inventory))
     return 0
 
 
@@ -347,14 +352,24 @@ def build_parser() -> argparse.ArgumentParser:
         help="a papermill parameter; VALUE typed as papermill does (int, float, True/False/None, str)",
     )
     submit.add_argument("--gpus", type=int, help="GPUs to hold (default 0)")
-    submit.add_argument("--max-runtime", type=duration, metavar="DUR", help="stop it after this: 90m, 6h, 1d or seconds")
+    submit.add_argument(
+        "--max-runtime", type=duration, metavar="DUR", help="stop it after this: 90m, 6h, 1d or seconds"
+    )
     submit.add_argument("--expected-runtime", type=duration, metavar="DUR", help="how long it should take")
     submit.add_argument("--deadline", metavar="WHEN", help="finish by: ISO 8601, +6h or 08:00")
     submit.add_argument("--name", help="a name for the job")
     submit.add_argument("--team", help="the team to charge")
-    submit.add_argument("--output", dest="outputs", action="append", metavar="GLOB", help="files to collect (repeatable; default: all it wrote)")
-    submit.add_argument("--data", action="append", metavar="PATH", help="a file or folder to copy into the job (repeatable)")
-    submit.add_argument("--report", dest="reports", action="append", metavar="FORMAT", help="report format (repeatable; default html)")
+    submit.add_argument(
+        "--output", dest="outputs", action="append", metavar="GLOB",
+        help="files to collect (repeatable; default: all it wrote)",
+    )
+    submit.add_argument(
+        "--data", action="append", metavar="PATH", help="a file or folder to copy into the job (repeatable)"
+    )
+    submit.add_argument(
+        "--report", dest="reports", action="append", metavar="FORMAT",
+        help="report format (repeatable; default html)",
+    )
     submit.add_argument("--wait", action="store_true", help="wait for the end; exit 0 only if it succeeded")
     json_flag(submit)
 
@@ -405,6 +420,9 @@ def main(argv: list[str] | None = None) -> int:
         return args.run(E31Client(args.url, args.token), args)
     except E31Error as error:
         print(f"e31: {error.message}", file=sys.stderr)
+        return 2
+    except OSError as error:  # e.g. collect cannot write where it was told to
+        print(f"e31: {error}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         return 130

@@ -47,7 +47,7 @@ from .store import Store
 
 log = logging.getLogger("e31")
 
-TICK_S = 0.2  # how often the scheduler looks for other servers' writes and for time limits
+TICK_S = 0.2  # how often the scheduler looks for other servers' writes, time limits, deadlines
 LOCK_RETRY_S = 1.0  # how often a server that is not the scheduler tries to become it
 ORPHAN_AGE_S = 60.0  # a staged job directory this old without a store row is a failed submit
 
@@ -85,7 +85,6 @@ class Queue:
         self._lock_file = None
         self._stopping: set[str] = set()  # running jobs being stopped by this scheduler
         self._watched: set[str] = set()
-        self._seen_version = -1
         self._ticker: asyncio.Task | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
 
@@ -147,10 +146,7 @@ class Queue:
             elif now > job["started_at"] + job["max_runtime_s"]:
                 self.store.update(job["id"], stop_requested="timeout")
                 self._stop_job({**job, "stop_requested": "timeout"})
-        version = self.store.data_version()
-        if version != self._seen_version:  # another server wrote: a submit or a cancel
-            self._seen_version = version
-            self.schedule()
+        self.schedule()  # other servers' submits, deadlines that became hopeless
 
     # --- user actions ---------------------------------------------------------------------
 
@@ -251,6 +247,9 @@ class Queue:
         rows = self.store.jobs((state,) if state else None, owner=owner)
         positions = self.positions()
         return [self.describe(row, positions) for row in rows]
+
+    def transitions(self, job_id: str) -> list[dict]:
+        return [{**t, "at": iso(t["at"])} for t in self.store.transitions(job_id)]
 
     def jobdir(self, job_id: str) -> JobDir:
         return JobDir(self.jobs_root / job_id)

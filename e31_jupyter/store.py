@@ -73,11 +73,6 @@ class Store:
     def _write(self):
         return _Transaction(self._db, self._lock)
 
-    def data_version(self) -> int:
-        """Changes when another connection (another server) has written to the file."""
-        with self._lock:
-            return self._db.execute("PRAGMA data_version").fetchone()[0]
-
     # --- jobs -----------------------------------------------------------------------------
 
     def insert_job(self, job: dict, reason: str) -> None:
@@ -153,7 +148,7 @@ class Store:
     def transitions(self, job_id: str) -> list[dict]:
         with self._lock:
             rows = self._db.execute(
-                "SELECT at, from_state, to_state, reason FROM transitions"
+                "SELECT at, from_state AS \"from\", to_state AS \"to\", reason FROM transitions"
                 " WHERE job_id = ? ORDER BY seq",
                 (job_id,),
             )

@@ -26,7 +26,7 @@ class Stopped(BaseException):
 class Progress:
     """progress.json: cells done of total, the current cell, and a heartbeat time."""
 
-    def __init__(self, jobdir: JobDir, cells_total: int):
+    def __init__(self, jobdir: JobDir, cells_total: int | None):
         self.jobdir = jobdir
         self.state = {"cells_done": 0, "cells_total": cells_total, "current_cell": None}
         self._lock = threading.Lock()
@@ -80,17 +80,18 @@ def _on_sigterm(signum, frame):
 
 def run(jobdir: JobDir) -> dict:
     """Execute the job; returns the result manifest (also written to manifest.json)."""
-    import nbformat
-    import papermill
-    from papermill.engines import papermill_engines
-    from papermill.exceptions import PapermillExecutionError
-
     spec = jobdir.read_json(jobdir.spec)
     started_at = time.time()
     write_json_atomic(jobdir.baseline, snapshot(jobdir.work))
-    cells_total = len(nbformat.read(jobdir.input_notebook, as_version=4).cells)
     status, reason = "failed", ""
-    with Progress(jobdir, cells_total + (1 if spec["parameters"] else 0)) as progress:
+    with Progress(jobdir, cells_total=None) as progress:  # a heartbeat from the first moment
+        import nbformat
+        import papermill
+        from papermill.engines import papermill_engines
+        from papermill.exceptions import PapermillExecutionError
+
+        cells = len(nbformat.read(jobdir.input_notebook, as_version=4).cells)
+        progress.write(cells_total=cells + (1 if spec["parameters"] else 0))  # + injected cell
         papermill_engines.register("e31", _progress_engine(progress))
         try:
             papermill.execute_notebook(

@@ -19,7 +19,7 @@ from e31_jupyter.cli import (
 from e31_jupyter.client import safe_destination
 from e31_jupyter.errors import InvalidRequest
 
-PARAMETER_TEXTS = ["3", "-2", "0.5", "1e-3", "nan", "True", "False", "None", "true", "none", "abc", "", "1_000"]
+PARAMETER_TEXTS = ["3", "-2", "0.5", "1e-3", "nan", "True", "False", "None", "true", "none", "abc", "", "1_0"]
 
 
 @pytest.mark.parametrize("text", PARAMETER_TEXTS)
@@ -73,7 +73,8 @@ def test_launchers_pass_their_arguments_through_last():
 
 
 @pytest.mark.parametrize(
-    "seconds, text", [(0, "0s"), (45, "45s"), (60, "1m"), (61, "1m1s"), (5400, "1h30m"), (86400 * 2 + 3 * 3600 + 5, "2d3h")]
+    "seconds, text",
+    [(0, "0s"), (45, "45s"), (60, "1m"), (61, "1m1s"), (5400, "1h30m"), (86400 * 2 + 3 * 3600 + 5, "2d3h")],
 )
 def test_format_seconds(seconds, text):
     assert format_seconds(seconds) == text
@@ -101,7 +102,8 @@ def test_describe_says_where_the_job_is():
 
 def test_format_jobs_table():
     now = datetime(2024, 1, 1, 12, 30, tzinfo=timezone.utc)
-    jobs = [job(), job(id="j0", name="x" * 40, state="succeeded", queue_position=None, meter={"gpu_hours": 1.234})]
+    done = job(id="j0", name="x" * 40, state="succeeded", queue_position=None, meter={"gpu_hours": 1.234})
+    jobs = [job(), done]
     assert format_jobs(jobs, now).splitlines() == [
         "ID  NAME                              STATE      POS  GPUS  GPU-H  AGE",
         "j1  train                             queued     2    1     0.50   2h30m",

@@ -106,7 +106,7 @@ class JobHandler(E31Handler):
     @_answers_errors
     async def get(self, job_id):
         job = self.queue.visible_job(self.caller, job_id)
-        self.finish({**self.queue.describe(job), "transitions": self.queue.store.transitions(job_id)})
+        self.finish({**self.queue.describe(job), "transitions": self.queue.transitions(job_id)})
 
 
 class CancelHandler(E31Handler):
