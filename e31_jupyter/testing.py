@@ -47,18 +47,17 @@ class ServerProcess:
         return f"http://127.0.0.1:{self.port}"
 
     def command(self) -> list[str]:
+        """``e31 serve`` (a Jupyter server with only the e31 extension) on this port and data dir."""
+        from .cli import launcher_argv
+
         args = [
-            sys.executable, "-m", "jupyter_server",
-            f"--port={self.port}", "--ip=127.0.0.1", "--ServerApp.open_browser=False",
-            f"--IdentityProvider.token={self.token}", f"--ServerApp.root_dir={self.root_dir}",
-            "--ServerApp.jpserver_extensions={'e31_jupyter': True}",
-            f"--E31.data_dir={self.data_dir}", "--E31.stop_grace=2",
+            f"--port={self.port}", "--ip=127.0.0.1", f"--IdentityProvider.token={self.token}",
+            f"--ServerApp.root_dir={self.root_dir}", f"--E31.data_dir={self.data_dir}",
+            "--E31.stop_grace=2",
         ]  # fmt: skip
-        if os.geteuid() == 0:
-            args.append("--allow-root")
         if self.gpus:  # None or empty: NVML discovery, which finds none without a driver
             args.append(f"--E31.gpus={','.join(self.gpus)}")
-        return args + self.extra_args
+        return launcher_argv("serve", args + self.extra_args)
 
     def start(self, timeout: float = 60) -> "ServerProcess":
         self.port = free_port()

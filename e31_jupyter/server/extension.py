@@ -7,6 +7,7 @@ from pathlib import Path
 from jupyter_server.extension.application import ExtensionApp
 
 from .. import backends, gpus
+from ..errors import E31Error
 from ..job import parse_duration
 from ..queue import Queue, Settings
 from .config import E31
@@ -28,7 +29,12 @@ class E31Extension(ExtensionApp):
             grace_s=config.stop_grace,
             policy=config.policy,
         )
-        self.e31_queue = Queue(Path(config.data_dir), backends.create(config.backend), settings)
+        try:
+            self.e31_queue = Queue(Path(config.data_dir), backends.create(config.backend), settings)
+        except E31Error as error:
+            # Without its queue the server would only pretend to accept jobs: stop, and say why.
+            self.log.critical("e31: %s", error.message)
+            raise SystemExit(1) from None
         self.settings.update(
             e31_queue=self.e31_queue,
             e31_admin_users=set(config.admin_users),

@@ -1,0 +1,118 @@
+"""Bad input gets a 4xx with a clear JSON message, and nothing in the queue is lost or changed."""
+
+from __future__ import annotations
+
+import pytest
+import requests
+from conftest import wait_state, write_notebook
+
+
+@pytest.fixture
+def api(server):
+    """Raw HTTP against the server, so the tests see exactly what any client would get."""
+
+    def call(method: str, path: str, token: str | None = server.token, **kwargs) -> requests.Response:
+        headers = {"Authorization": f"token {token}"} if token else {}
+        url = f"{server.url}/e31/api/{path}"
+        return requests.request(method, url, headers=headers, timeout=30, **kwargs)
+
+    return call
+
+
+@pytest.fixture
+def busy_queue(client, gated):
+    """A running job holding both GPUs and a queued one behind it."""
+    running = wait_state(client, gated.submit(client, "r", gpus=2)["id"], "running")
+    queued = gated.submit(client, "q", gpus=1)
+    yield running, queued
+    gated.open("r")
+    gated.open("q")
+
+
+def _queue_state(client) -> list[tuple]:
+    return sorted((j["id"], j["state"], j["queue_position"], tuple(j["gpus"])) for j in client.jobs())
+
+
+def _refused(response: requests.Response, status: int, *words: str) -> str:
+    assert response.status_code == status, response.text
+    assert response.headers["Content-Type"].startswith("application/json")
+    message = response.json()["message"]
+    assert "Traceback" not in message
+    for word in words:
+        assert word in message, message
+    return message
+
+
+def _bad_submits(tmp_path):
+    good = str(write_notebook(tmp_path / "ok.ipynb", "x = 1"))
+    junk = tmp_path / "junk.ipynb"
+    junk.write_text("{ this is not json")
+    other_kernel = str(write_notebook(tmp_path / "r.ipynb", "x <- 1", kernel="ir"))
+    return [
+        ({"notebook": "{ not json"}, ["notebook", "not valid JSON"]),
+        ({"notebook": {"cells": "nope"}}, ["not a valid notebook"]),
+        ({"path": str(junk)}, ["junk.ipynb", "not valid notebook JSON"]),
+        ({"path": str(tmp_path / "missing.ipynb")}, ["no notebook file"]),
+        ({"path": other_kernel}, ["kernel 'ir'", "Available kernels", "python3"]),
+        ({"path": good, "gpus": -1}, ["gpus", "0 or more"]),
+        ({"path": good, "gpus": 3}, ["gpus", "2 GPU(s): 0, 1"]),
+        ({"path": good, "gpus": "two"}, ["gpus", "whole number"]),
+        ({"path": good, "deadline": "2020-01-01T00:00:00"}, ["deadline", "in the past"]),
+        ({"path": good, "deadline": "tomorrow-ish"}, ["deadline", "ISO 8601"]),
+        ({"path": good, "max_runtime": "forever"}, ["max_runtime", "90m"]),
+        ({"path": good, "expected_runtime": "5x"}, ["expected_runtime", "duration"]),
+        ({"path": good, "outputs": ["../../etc/*"]}, ["outputs", "outside"]),
+        ({"path": good, "reports": ["pdf"]}, ["reports", "pdf"]),
+        ({"path": good, "parameters": {"not a name": 1}}, ["parameters"]),
+        ({"path": good, "data": [str(tmp_path / "nothing-here")]}, ["data", "nothing at"]),
+        ({"path": good, "gpu": 1}, ["Unknown field", "gpu"]),
+        ({"path": good, "notebook": {}}, ["exactly one of path"]),
+    ]
+
+
+def test_bad_submits_are_refused_with_a_reason_and_change_nothing(client, api, busy_queue, tmp_path):
+    before = _queue_state(client)
+    jobs_dir = list((tmp_path / "data" / "jobs").iterdir())
+    for body, words in _bad_submits(tmp_path):
+        _refused(api("POST", "jobs", json=body), 400, *words)
+    _refused(api("POST", "jobs", data=b"[1, 2"), 400, "not valid JSON")
+    _refused(api("POST", "jobs", json=[1, 2]), 400, "JSON object")
+    assert _queue_state(client) == before
+    assert list((tmp_path / "data" / "jobs").iterdir()) == jobs_dir  # no half-made job directory
+
+
+def test_unknown_job_and_escaping_paths_are_not_found(client, api, busy_queue):
+    running, _ = busy_queue
+    for path in ("jobs/nosuchjob", "jobs/nosuchjob/log", "jobs/nosuchjob/files"):
+        _refused(api("GET", path), 404, "nosuchjob")
+    _refused(api("POST", "jobs/nosuchjob/cancel"), 404, "nosuchjob")
+    for escape in ("..%2Fspec.json", "..%2F..%2F..%2Fe31.sqlite", "%2Fetc%2Fpasswd", "a%2F..%2F..%2Fspec.json"):
+        _refused(api("GET", f"jobs/{running['id']}/files/{escape}"), 404, "No collected file")
+
+
+def test_requests_without_a_valid_token_are_refused(api, busy_queue):
+    for token in (None, "wrong-token"):
+        assert api("GET", "jobs", token=token).status_code == 403
+        assert api("POST", "jobs", token=token, json={"notebook": {}}).status_code == 403
+        assert api("POST", f"jobs/{busy_queue[0]['id']}/cancel", token=token).status_code == 403
+    assert api("GET", f"jobs/{busy_queue[0]['id']}")
+    assert api("GET", f"jobs/{busy_queue[0]['id']}").json()["state"] == "running"
+
+
+def test_query_arguments_are_checked(api, busy_queue):
+    _refused(api("GET", "jobs?state=sleeping"), 400, "state", "queued")
+    _refused(api("GET", f"jobs/{busy_queue[0]['id']}/log?offset=-3"), 400, "offset")
+    _refused(api("GET", "meter?since=yesterday"), 400, "since", "ISO 8601")
+
+
+def test_cancelling_a_finished_job_is_a_conflict(client, api, tmp_path):
+    job = client.submit(path=str(write_notebook(tmp_path / "quick.ipynb", "x = 1")))
+    wait_state(client, job["id"], "succeeded")
+    _refused(api("POST", f"jobs/{job['id']}/cancel"), 409, "already ended")
+
+
+def test_a_deadline_sooner_than_max_runtime_is_accepted_with_a_warning(client, tmp_path):
+    nb = write_notebook(tmp_path / "quick.ipynb", "x = 1")
+    job = client.submit(path=str(nb), deadline="+1h", max_runtime="6h")
+    assert job["state"] in ("queued", "running")
+    assert any("expected_runtime" in w for w in job["warnings"])

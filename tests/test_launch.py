@@ -1,0 +1,91 @@
+"""The two ways to run e31 (JupyterLab with the queue, and the headless queue) and its config."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import pytest
+import requests
+from conftest import wait_for
+
+from e31_jupyter.client import E31Client
+from e31_jupyter.testing import ServerProcess, free_port
+
+
+def _get(url: str, token: str) -> int | None:
+    try:
+        return requests.get(url, headers={"Authorization": f"token {token}"}, timeout=5).status_code
+    except requests.ConnectionError:
+        return None
+
+
+def test_e31_lab_serves_jupyterlab_with_the_queue(tmp_path):
+    port, token = free_port(), "lab-token"
+    command = [
+        sys.executable, "-m", "e31_jupyter.cli", "lab", "--no-browser", f"--port={port}",
+        f"--IdentityProvider.token={token}", f"--E31.data_dir={tmp_path / 'data'}",
+        f"--ServerApp.root_dir={tmp_path}",
+    ]  # fmt: skip
+    with open(tmp_path / "lab.log", "wb") as log:
+        lab = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT)
+    try:
+        base = f"http://127.0.0.1:{port}"
+        wait_for(lambda: _get(f"{base}/e31/api/gpus", token) == 200, timeout=60, what="e31 lab")
+        assert _get(f"{base}/lab", token) == 200
+        assert (tmp_path / "data" / "e31.sqlite").exists()
+    finally:
+        lab.terminate()
+        lab.wait(20)
+
+
+def test_e31_serve_runs_only_the_queue(server):
+    assert _get(f"{server.url}/e31/api/gpus", server.token) == 200
+    assert _get(f"{server.url}/lab", server.token) == 404
+
+
+def test_configuration_file_sets_the_inventory_and_rate(tmp_path):
+    config = tmp_path / "e31_config.py"
+    config.write_text(
+        'c.E31.gpus = ["GPU-aaaa", "GPU-bbbb", "GPU-cccc"]\n'
+        "c.E31.gpu_hour_rate = 2.5\n"
+        'c.E31.currency = "EUR"\n'
+        'c.E31.default_max_runtime = "90m"\n'
+    )
+    server = ServerProcess(tmp_path / "data", gpus=None, extra_args=[f"--config={config}"]).start()
+    try:
+        client = E31Client(server.url, server.token)
+        pool = client.gpus()
+        assert [g["id"] for g in pool["gpus"]] == ["GPU-aaaa", "GPU-bbbb", "GPU-cccc"]
+        assert pool["source"] == "configured"
+        assert client.meter()["currency"] == "EUR"
+        nb = tmp_path / "x.ipynb"
+        nb.write_text('{"cells": [], "metadata": {}, "nbformat": 4, "nbformat_minor": 5}')
+        job = client.submit(path=str(nb), gpus=3)
+        assert job["request"]["max_runtime_s"] == 5400
+    finally:
+        server.stop()
+
+
+def test_without_a_driver_the_inventory_is_empty(start_server, tmp_path):
+    if os.path.exists("/dev/nvidiactl"):
+        return  # a machine with an NVIDIA driver discovers its GPUs instead
+    server = start_server(gpus=None)
+    pool = E31Client(server.url, server.token).gpus()
+    assert pool == {**pool, "gpus": [], "total": 0, "source": "nvml"}
+
+
+def test_an_unwritable_data_directory_is_a_clear_start_up_error(tmp_path):
+    blocker = tmp_path / "file-not-dir"
+    blocker.write_text("x")
+    server = ServerProcess(blocker / "data", gpus=["0"], root_dir=tmp_path, log_path=tmp_path / "server.log")
+    try:
+        with pytest.raises(RuntimeError, match="exited early"):
+            server.start(timeout=30)
+        assert server.proc.returncode == 1
+        assert "Traceback" not in server.log_text()
+        assert "is not writable" in server.log_text()
+        assert "c.E31.data_dir" in server.log_text()
+    finally:
+        server.stop()
