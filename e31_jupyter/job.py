@@ -85,7 +85,7 @@ def _next_clock_time(hour: int, minute: int, second: int, now: float, value) -> 
     if hour > 23 or minute > 59 or second > 59:
         raise _bad_deadline(value)
     today = dt.datetime.fromtimestamp(now).astimezone()
-    when = today.replace(hour=hour, minute=minute, second=second, microsecond=0)
+    when = today.replace(hour=hour, minute=minute, second=second, microsecond=0, tzinfo=None).astimezone()
     if when.timestamp() <= now:
         when = (when.replace(tzinfo=None) + dt.timedelta(days=1)).astimezone()
     return when.timestamp()
