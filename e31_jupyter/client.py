@@ -18,7 +18,7 @@ FINAL_STATES = frozenset({"succeeded", "failed", "cancelled", "expired"})
 API_PREFIX = "e31/api/"
 TIMEOUT = (5, 60)  # seconds: (connect, read between bytes)
 PROBE_TIMEOUT = (2, 5)
-MAX_POLL_S = 2.0
+MAX_POLL_S = 1.0  # a finished job is noticed within a second; a GET costs the server little
 ERRORS_BY_STATUS = {400: InvalidRequest, 404: NotFound, 409: Conflict}
 NO_SERVER_HINT = (
     "Start one with `e31 lab` or `e31 serve`, "
@@ -125,10 +125,10 @@ class E31Client:
 
     # -- built on the API -------------------------------------------------------------------
 
-    def wait(self, job_id: str, poll: float = 0.5, timeout: float | None = None, on_update=None) -> dict:
+    def wait(self, job_id: str, poll: float = 0.1, timeout: float | None = None, on_update=None) -> dict:
         """Poll until the job reaches a final state and return it.
 
-        The interval grows from ``poll`` to about two seconds. ``on_update(job)`` is called after
+        The interval grows from ``poll`` to one second. ``on_update(job)`` is called after
         every poll. Raises E31Error (status 408) if ``timeout`` seconds pass first.
         """
         deadline = None if timeout is None else time.monotonic() + timeout

@@ -227,15 +227,21 @@ def validate_request(body: dict, limits: Limits, now: float) -> tuple[Request, l
     return Request(gpus, max_runtime, expected, None, given), warnings
 
 
-def _validate_gpus(value, inventory: list[str]) -> int:
+def whole_number(value, field_name: str) -> int:
+    """A count of 0 or more, from a JSON number or a query-string text."""
     if isinstance(value, bool) or not isinstance(value, (int, str)):
-        raise InvalidRequest(f"gpus must be a whole number of GPUs, got {value!r}.")
+        raise InvalidRequest(f"{field_name} must be a whole number, got {value!r}.")
     try:
-        gpus = int(value)
+        number = int(value)
     except ValueError:
-        raise InvalidRequest(f"gpus must be a whole number of GPUs, got {value!r}.") from None
-    if gpus < 0:
-        raise InvalidRequest(f"gpus must be 0 or more, got {gpus}.")
+        raise InvalidRequest(f"{field_name} must be a whole number, got {value!r}.") from None
+    if number < 0:
+        raise InvalidRequest(f"{field_name} must be 0 or more, got {number}.")
+    return number
+
+
+def _validate_gpus(value, inventory: list[str]) -> int:
+    gpus = whole_number(value, "gpus")
     if gpus > len(inventory):
         have = f"{len(inventory)} GPU(s): {', '.join(inventory)}" if inventory else "no GPUs"
         raise InvalidRequest(
@@ -246,14 +252,14 @@ def _validate_gpus(value, inventory: list[str]) -> int:
 
 
 def validate_outputs(body: dict) -> tuple[list[str], list[str]]:
-    outputs = _string_list(body.get("outputs"), "outputs")
+    outputs = string_list(body.get("outputs"), "outputs")
     for pattern in outputs:
         if pattern.startswith("/") or ".." in pattern.split("/"):
             raise InvalidRequest(
                 f"outputs: {pattern!r} points outside the job's working directory; "
                 "use a glob relative to it, such as results/*.csv."
             )
-    reports = _string_list(body.get("reports", list(REPORT_FORMATS)), "reports")
+    reports = string_list(body.get("reports", list(REPORT_FORMATS)), "reports")
     for fmt in reports:
         if fmt not in REPORT_FORMATS:
             raise InvalidRequest(
@@ -263,7 +269,7 @@ def validate_outputs(body: dict) -> tuple[list[str], list[str]]:
     return outputs, reports
 
 
-def _string_list(value, field_name: str) -> list[str]:
+def string_list(value, field_name: str) -> list[str]:
     if value is None:
         return []
     if isinstance(value, str):

@@ -36,6 +36,7 @@ from .job import (
     Request,
     format_duration,
     iso,
+    string_list,
     validate_outputs,
     validate_parameters,
     validate_request,
@@ -472,14 +473,9 @@ def _running(job: dict) -> policy.Running:
 
 
 def _data_paths(value, root_dir: Path) -> list[Path]:
-    if value is None:
-        return []
-    if isinstance(value, str):
-        value = [value]
-    if not isinstance(value, list) or not all(isinstance(v, str) and v for v in value):
-        raise InvalidRequest("data must be a list of paths (files or folders) the server can read.")
+    """The data to copy into the job: files or folders the server can read."""
     paths, names = [], set()
-    for item in value:
+    for item in string_list(value, "data"):
         path = Path(item).expanduser()
         path = path if path.is_absolute() else root_dir / path
         if not path.exists():

@@ -8,6 +8,7 @@ writes only the job directory. Its exit status is 0 only when the notebook succe
 
 from __future__ import annotations
 
+import gc
 import signal
 import sys
 import threading
@@ -148,4 +149,8 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    exit_code = main()
+    # Papermill loads ~1000 modules; collecting them at exit takes ~0.4 s, and the job's GPUs
+    # are only released once this process is gone. Freezing them lets the interpreter skip it.
+    gc.freeze()
+    sys.exit(exit_code)

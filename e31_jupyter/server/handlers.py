@@ -18,7 +18,7 @@ from jupyter_server.base.handlers import APIHandler
 from tornado import web
 
 from ..errors import Conflict, E31Error, InvalidRequest
-from ..job import FINAL_STATES, parse_iso
+from ..job import FINAL_STATES, parse_iso, whole_number
 from ..outputs import collected_file
 from ..queue import Caller, Queue
 
@@ -182,11 +182,11 @@ class LogHandler(E31Handler):
         data = jobdir.log.read_bytes() if jobdir.log.exists() else b""
         tail = self.get_argument("tail", None)
         if tail is not None:
-            lines = _int_argument(tail, "tail")
+            lines = whole_number(tail, "tail")
             text = b"\n".join(data.splitlines()[-lines:]).decode(errors="replace") if lines else ""
             self.finish({"text": text, "offset": len(data), "final": job["state"] in FINAL_STATES})
             return
-        offset = _int_argument(self.get_argument("offset", "0"), "offset")
+        offset = whole_number(self.get_argument("offset", "0"), "offset")
         chunk = data[offset : offset + LOG_CHUNK]
         end = offset + len(chunk)
         final = job["state"] in FINAL_STATES and end >= len(data)
@@ -215,16 +215,6 @@ class GpusHandler(E31Handler):
     async def get(self):
         pool = self.queue.gpu_pool(self.caller)
         self.finish({**pool, "source": self.settings["e31_gpu_source"]})
-
-
-def _int_argument(value: str, name: str) -> int:
-    try:
-        number = int(value)
-    except ValueError:
-        raise InvalidRequest(f"{name} must be a whole number, got {value!r}.") from None
-    if number < 0:
-        raise InvalidRequest(f"{name} must be 0 or more, got {number}.")
-    return number
 
 
 def routes() -> list[tuple[str, type]]:
