@@ -100,6 +100,8 @@ def describe(job: dict) -> str:
     if state == "queued":
         position = job.get("queue_position")
         return f"queued (position {position})" if position else "queued"
+    if state == "running" and reason and reason.startswith("cancelling"):
+        return reason
     if state == "running":
         text = "running on GPU " + ",".join(job["gpus"]) if job.get("gpus") else "running"
         progress = job.get("progress") or {}

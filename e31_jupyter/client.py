@@ -84,8 +84,9 @@ class E31Client:
         """Submit a job (see the API's submit body); returns the job plus ``warnings``."""
         return self._json("POST", "jobs", json=body)
 
-    def jobs(self, state: str | None = None) -> list[dict]:
-        return self._json("GET", "jobs", params={"state": state} if state else None)["jobs"]
+    def jobs(self, state: str | None = None, fingerprint: str | None = None) -> list[dict]:
+        params = {k: v for k, v in (("state", state), ("fingerprint", fingerprint)) if v}
+        return self._json("GET", "jobs", params=params or None)["jobs"]
 
     def job(self, job_id: str) -> dict:
         return self._json("GET", f"jobs/{quote(job_id)}")
@@ -107,6 +108,31 @@ class E31Client:
 
     def download(self, job_id: str, path: str) -> bytes:
         return self._request("GET", _file_url(job_id, path)).content
+
+    def save_file(self, job_id: str, path: str, destination: Path) -> None:
+        """Stream one collected file to ``destination`` (large files never sit in memory)."""
+        self._save(_file_url(job_id, path), destination)
+
+    def values(self, job_id: str) -> dict:
+        """The values a job returned: ``{"values": [{name, type, size, skipped}], "files": [...]}``."""
+        return self._json("GET", f"jobs/{quote(job_id)}/values")
+
+    def save_values(self, job_id: str, folder: Path) -> dict:
+        """Download the returned values' files into ``folder``; returns the listing."""
+        listing = self.values(job_id)
+        for name in listing["files"]:
+            self._save(f"jobs/{quote(job_id)}/values/{quote(name)}", folder / name)
+        return listing
+
+    def info(self) -> dict:
+        return self._json("GET", "info")
+
+    def _save(self, url_path: str, destination: Path) -> None:
+        destination.parent.mkdir(parents=True, exist_ok=True)
+        with self._request("GET", url_path, stream=True) as response:
+            with open(destination, "wb") as out:
+                for chunk in response.iter_content(chunk_size=1 << 20):
+                    out.write(chunk)
 
     def log(self, job_id: str, offset: int = 0) -> dict:
         """Log text from byte ``offset``: ``{"text", "offset" (the next one), "final"}``."""
@@ -168,11 +194,7 @@ class E31Client:
         with suppress(Conflict, NotFound):
             (root / f"{stem}.executed.html").write_text(self.report(job_id), encoding="utf-8")
         for path, destination in targets:
-            destination.parent.mkdir(parents=True, exist_ok=True)
-            with self._request("GET", _file_url(job_id, path), stream=True) as response:
-                with open(destination, "wb") as out:
-                    for chunk in response.iter_content(chunk_size=1 << 20):
-                        out.write(chunk)
+            self.save_file(job_id, path, destination)
         return root
 
 

@@ -29,6 +29,7 @@ class JobState(str, Enum):
 FINAL_STATES = tuple(s.value for s in JobState if s.is_final)
 REPORT_FORMATS = ("html",)
 
+MAX_DURATION_S = 366 * 86400.0
 _DURATION_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
 _DURATION_PART = re.compile(r"(\d+(?:\.\d+)?)\s*([smhdw])")
 
@@ -49,8 +50,10 @@ def parse_duration(value, field_name: str) -> float:
             raise _bad_duration(value, field_name)
     else:
         raise _bad_duration(value, field_name)
-    if seconds <= 0:
-        raise InvalidRequest(f"{field_name} must be longer than zero, got {value!r}.")
+    if not 0 < seconds <= MAX_DURATION_S:  # also refuses NaN and infinity
+        raise InvalidRequest(
+            f"{field_name} must be longer than zero and at most a year, got {value!r}."
+        )
     return seconds
 
 
@@ -73,7 +76,7 @@ def parse_deadline(value: str, now: float) -> float:
     if clock:
         return _next_clock_time(int(clock[1]), int(clock[2]), int(clock[3] or 0), now, value)
     try:
-        when = dt.datetime.fromisoformat(text)
+        when = dt.datetime.fromisoformat(_zulu(text))
     except ValueError:
         raise _bad_deadline(value) from None
     if when.tzinfo is None:
@@ -116,9 +119,14 @@ def iso(ts: float | None) -> str | None:
     return dt.datetime.fromtimestamp(ts, dt.timezone.utc).isoformat(timespec="milliseconds")
 
 
+def _zulu(text):
+    """Python 3.10 reads no trailing Z; it means UTC."""
+    return text[:-1] + "+00:00" if isinstance(text, str) and text.endswith(("Z", "z")) else text
+
+
 def parse_iso(value: str, field_name: str) -> float:
     try:
-        when = dt.datetime.fromisoformat(value)
+        when = dt.datetime.fromisoformat(_zulu(value))
     except (TypeError, ValueError):
         raise InvalidRequest(f"{field_name}: cannot read {value!r} as an ISO 8601 time.") from None
     if when.tzinfo is None:
@@ -171,7 +179,7 @@ class JobSpec:
 
 _SUBMIT_FIELDS = {
     "path", "notebook", "notebook_name", "parameters", "data", "gpus", "max_runtime",
-    "expected_runtime", "deadline", "name", "team", "outputs", "reports",
+    "expected_runtime", "deadline", "name", "team", "outputs", "reports", "inputs", "fingerprint",
 }  # fmt: skip
 
 
@@ -216,6 +224,12 @@ def validate_request(body: dict, limits: Limits, now: float) -> tuple[Request, l
             )
         request = Request(gpus, max_runtime, expected, deadline, given)
         slack = deadline - now
+        if expected is not None and expected > slack:
+            warnings.append(
+                f"expected_runtime ({format_duration(expected)}) is longer than the time to the "
+                f"deadline ({format_duration(slack)}): the job cannot finish in time and will "
+                "expire unless it starts at once."
+            )
         if given and expected is None and max_runtime > slack:
             warnings.append(
                 f"max_runtime ({format_duration(max_runtime)}) is longer than the time to the "
@@ -241,14 +255,22 @@ def whole_number(value, field_name: str) -> int:
 
 
 def _validate_gpus(value, inventory: list[str]) -> int:
+    if isinstance(value, int) and not isinstance(value, bool) and value < 0:
+        raise InvalidRequest(
+            f"gpus must be 0 or more, got {value}. This queue has {_inventory_text(inventory)}."
+        )
     gpus = whole_number(value, "gpus")
     if gpus > len(inventory):
-        have = f"{len(inventory)} GPU(s): {', '.join(inventory)}" if inventory else "no GPUs"
         raise InvalidRequest(
-            f"gpus: asked for {gpus}, but this queue has {have}. Ask for at most {len(inventory)}"
+            f"gpus: asked for {gpus}, but this queue has {_inventory_text(inventory)}. "
+            f"Ask for at most {len(inventory)}"
             + (", or configure the inventory with c.E31.gpus." if not inventory else ".")
         )
     return gpus
+
+
+def _inventory_text(inventory: list[str]) -> str:
+    return f"{len(inventory)} GPU(s): {', '.join(inventory)}" if inventory else "no GPUs"
 
 
 def validate_outputs(body: dict) -> tuple[list[str], list[str]]:

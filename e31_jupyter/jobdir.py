@@ -25,6 +25,8 @@ class JobDir:
     progress = property(lambda self: self.path / "progress.json")
     manifest = property(lambda self: self.path / "manifest.json")
     baseline = property(lambda self: self.path / "baseline.json")  # the work dir before the run
+    inputs = property(lambda self: self.path / "inputs")  # values captured from the kernel
+    values = property(lambda self: self.path / "values")  # values the job hands back
 
     def read_json(self, path: Path, default=None):
         try:

@@ -1,12 +1,17 @@
 """Turning what the user hands over into a job's work: a notebook (from a path or inline
-content), checked, with the kernel it will run on."""
+content), checked, with the kernel it will run on; or a single cell, packaged as a notebook
+that restores the cell's inputs, runs the cell as written, and hands its results back."""
 
 from __future__ import annotations
 
+import ast
 import json
+from dataclasses import dataclass
 from pathlib import Path
+from types import ModuleType
 
 import nbformat
+from nbformat.v4 import new_code_cell, new_notebook
 
 from .errors import InvalidRequest
 
@@ -78,3 +83,203 @@ def kernel_of(notebook: nbformat.NotebookNode, available: list[str]) -> str:
             "Change the notebook's kernel (Kernel > Change Kernel) and submit again."
         )
     return name
+
+
+# --- a cell -> a job notebook ---------------------------------------------------------------
+
+SETUP_TAG, CELL_TAG, RESULTS_TAG = "e31-setup", "e31-cell", "e31-results"
+
+
+@dataclass
+class CellNames:
+    reads: list[str]  # names the cell reads before it assigns them, in order of first use
+    assigns: list[str]  # names the cell assigns at top level, in order
+
+
+def cell_names(source: str) -> CellNames:
+    """The cell's free names and its assigned names, from its syntax tree."""
+    tree = ast.parse(source)
+    scope = _Scope()
+    for statement in tree.body:
+        scope.visit(statement)
+    return CellNames(scope.reads, scope.assigns)
+
+
+class _Scope(ast.NodeVisitor):
+    """Walks statements in execution order, noting each name's first use: read or assignment."""
+
+    def __init__(self):
+        self.reads: list[str] = []
+        self.assigns: list[str] = []
+        self._bound: set[str] = set()
+
+    def read(self, name: str) -> None:
+        if name not in self._bound and name not in self.reads:
+            self.reads.append(name)
+
+    def bind(self, name: str) -> None:
+        self._bound.add(name)
+        if name not in self.assigns:
+            self.assigns.append(name)
+
+    def visit_Name(self, node):
+        self.read(node.id) if isinstance(node.ctx, ast.Load) else self.bind(node.id)
+
+    def visit_Assign(self, node):
+        self.visit(node.value)
+        for target in node.targets:
+            self.visit(target)
+
+    def visit_AugAssign(self, node):
+        self.visit(node.value)
+        if isinstance(node.target, ast.Name):
+            self.read(node.target.id)
+        self.visit(node.target)
+
+    def visit_AnnAssign(self, node):
+        if node.value is not None:
+            self.visit(node.value)
+        self.visit(node.target)
+
+    def visit_NamedExpr(self, node):
+        self.visit(node.value)
+        self.visit(node.target)
+
+    def visit_For(self, node):
+        self.visit(node.iter)
+        self.visit(node.target)
+        for statement in node.body + node.orelse:
+            self.visit(statement)
+
+    visit_AsyncFor = visit_For
+
+    def visit_With(self, node):
+        for item in node.items:
+            self.visit(item.context_expr)
+            if item.optional_vars is not None:
+                self.visit(item.optional_vars)
+        for statement in node.body:
+            self.visit(statement)
+
+    visit_AsyncWith = visit_With
+
+    def visit_ExceptHandler(self, node):
+        if node.type is not None:
+            self.visit(node.type)
+        if node.name:
+            self.bind(node.name)
+        for statement in node.body:
+            self.visit(statement)
+
+    def visit_Import(self, node):
+        for alias in node.names:
+            self.bind(alias.asname or alias.name.split(".")[0])
+
+    def visit_ImportFrom(self, node):
+        for alias in node.names:
+            if alias.name != "*":
+                self.bind(alias.asname or alias.name)
+
+    def visit_FunctionDef(self, node):
+        for expression in [*node.decorator_list, *node.args.defaults, *node.args.kw_defaults]:
+            if expression is not None:
+                self.visit(expression)
+        for name in _free_in_body(node):
+            self.read(name)  # a function reads its globals when called; capture them now
+        self.bind(node.name)
+
+    visit_AsyncFunctionDef = visit_FunctionDef
+
+    def visit_Lambda(self, node):
+        for name in _free_in_body(node):
+            self.read(name)
+
+    def visit_ClassDef(self, node):
+        for expression in [*node.decorator_list, *node.bases, *(k.value for k in node.keywords)]:
+            self.visit(expression)
+        body = _Scope()
+        for statement in node.body:
+            body.visit(statement)
+        for name in body.reads:
+            self.read(name)
+        self.bind(node.name)
+
+    def _comprehension(self, node, *results):
+        inner = _Scope()
+        for generator in node.generators:
+            inner.visit(generator.iter)
+            inner.visit(generator.target)
+            for condition in generator.ifs:
+                inner.visit(condition)
+        for result in results:
+            inner.visit(result)
+        for name in inner.reads:
+            self.read(name)
+
+    def visit_ListComp(self, node):
+        self._comprehension(node, node.elt)
+
+    visit_SetComp = visit_GeneratorExp = visit_ListComp
+
+    def visit_DictComp(self, node):
+        self._comprehension(node, node.key, node.value)
+
+    def visit_Global(self, node):
+        pass
+
+    visit_Nonlocal = visit_Global
+
+
+def _free_in_body(function: ast.FunctionDef | ast.Lambda) -> list[str]:
+    """Names a function's body reads that are neither its parameters nor its own locals."""
+    args = function.args
+    params = [a.arg for a in [*args.posonlyargs, *args.args, *args.kwonlyargs]]
+    params += [a.arg for a in (args.vararg, args.kwarg) if a is not None]
+    body = function.body if isinstance(function.body, list) else [function.body]
+    local, loads = set(params), []
+    for node in (n for statement in body for n in ast.walk(statement)):
+        if isinstance(node, ast.Name):
+            (loads.append(node.id) if isinstance(node.ctx, ast.Load) else local.add(node.id))
+        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            local.add(node.name)
+        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            local.update(a.asname or a.name.split(".")[0] for a in node.names)
+        elif isinstance(node, ast.arg):
+            local.add(node.arg)
+    return list(dict.fromkeys(n for n in loads if n not in local))
+
+
+def import_line(alias: str, module: ModuleType) -> str:
+    """The statement that binds ``alias`` to ``module`` again in the job."""
+    name = module.__name__
+    if alias == name:
+        return f"import {name}"
+    if "." in name and alias == name.rsplit(".", 1)[1]:
+        package, leaf = name.rsplit(".", 1)
+        return f"from {package} import {leaf}"
+    return f"import {name} as {alias}"
+
+
+def cell_notebook(
+    source: str, imports: list[str], inputs: list[str], outputs: list[str], kernel: str
+) -> nbformat.NotebookNode:
+    """The job notebook for a cell: its inputs restored, the cell itself as it was written,
+    then its results handed back. Each part is its own readable cell."""
+    setup = ["# e31: this cell's inputs, as they were in the kernel that submitted it", *imports]
+    if inputs:
+        setup += ["from e31_jupyter.values import load_inputs", "", "globals().update(load_inputs())"]
+    results = [
+        "# e31: hand this cell's results back",
+        "from e31_jupyter.values import save_outputs",
+        "",
+        f"save_outputs(globals(), {outputs!r})",
+    ]
+    notebook = new_notebook(
+        cells=[
+            new_code_cell("\n".join(setup), metadata={"tags": [SETUP_TAG]}),
+            new_code_cell(source, metadata={"tags": [CELL_TAG]}),
+            new_code_cell("\n".join(results), metadata={"tags": [RESULTS_TAG]}),
+        ]
+    )
+    notebook.metadata.kernelspec = {"name": kernel, "display_name": kernel, "language": "python"}
+    return notebook

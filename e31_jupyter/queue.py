@@ -45,12 +45,15 @@ from .job import (
 from .jobdir import JobDir, write_json_atomic
 from .packaging import kernel_of, notebook_from_request
 from .store import Store
+from .values import INDEX as VALUES_INDEX
+from .values import read_index
 
 log = logging.getLogger("e31")
 
 TICK_S = 0.2  # how often the scheduler looks for other servers' writes, time limits, deadlines
 LOCK_RETRY_S = 1.0  # how often a server that is not the scheduler tries to become it
 ORPHAN_AGE_S = 60.0  # a staged job directory this old without a store row is a failed submit
+INBOX_AGE_S = 86400.0  # a capture this old in the inbox was never submitted
 
 
 @dataclass(frozen=True)
@@ -75,12 +78,14 @@ class Queue:
     def __init__(self, data_dir: Path, backend, settings: Settings, clock=time.time):
         self.data_dir = Path(data_dir)
         self.jobs_root = self.data_dir / "jobs"
+        self.inbox = self.data_dir / "inbox"  # where a kernel on this machine stages captured values
         self.backend = backend
         self.settings = settings
         self.clock = clock
         self.order, self.decide = policy.POLICIES[settings.policy]
         _ensure_writable(self.data_dir)
         self.jobs_root.mkdir(exist_ok=True)
+        self.inbox.mkdir(mode=0o700, exist_ok=True)
         self.store = Store(self.data_dir / "e31.sqlite")
         self.is_scheduler = False
         self._lock_file = None
@@ -162,6 +167,7 @@ class Queue:
         outputs, reports = validate_outputs(body)
         parameters = validate_parameters(body.get("parameters"))
         data = _data_paths(body.get("data"), root_dir)
+        inputs = _inputs_path(body.get("inputs"))
         notebook, notebook_name = notebook_from_request(body, root_dir)
         spec = JobSpec(
             name=validate_text(body, "name") or notebook_name.removesuffix(".ipynb"),
@@ -175,13 +181,13 @@ class Queue:
             reports=reports,
         )
         job_id = _new_job_id()
-        await asyncio.to_thread(self._stage, job_id, spec, notebook, data)
+        await asyncio.to_thread(self._stage, job_id, spec, notebook, data, inputs)
         record = {
             "id": job_id, "owner": caller.name, "name": spec.name, "team": spec.team,
             "state": JobState.QUEUED.value, "gpus_requested": request.gpus,
             "max_runtime_s": request.max_runtime_s, "expected_runtime_s": request.expected_runtime_s,
             "max_runtime_given": int(request.max_runtime_given), "deadline": request.deadline,
-            "submitted_at": now,
+            "submitted_at": now, "fingerprint": validate_text(body, "fingerprint"),
         }  # fmt: skip
         try:
             self.store.insert_job(record, reason=f"submitted by {caller.name}")
@@ -192,7 +198,7 @@ class Queue:
             self.schedule()
         return self.describe(self.store.get(job_id)), warnings
 
-    def _stage(self, job_id: str, spec: JobSpec, notebook, data: list[Path]) -> None:
+    def _stage(self, job_id: str, spec: JobSpec, notebook, data: list[Path], inputs: Path | None) -> None:
         import nbformat
 
         staging = JobDir(self.jobs_root / f".staging-{job_id}")
@@ -200,11 +206,9 @@ class Queue:
         try:
             nbformat.write(notebook, staging.input_notebook)
             for source in data:
-                target = staging.work / source.name
-                if source.is_dir():
-                    shutil.copytree(source, target)
-                else:
-                    shutil.copy2(source, target)
+                _copy(source, staging.work / source.name)
+            if inputs is not None:
+                self._take_inputs(inputs, staging.inputs)
             write_json_atomic(staging.spec, spec.to_dict())
             os.rename(staging.path, self.jobs_root / job_id)
         except OSError as error:
@@ -214,6 +218,14 @@ class Queue:
                 "Nothing was queued; free some space or fix the data directory and submit again.",
                 status=507 if getattr(error, "errno", None) == 28 else 400,
             ) from None
+
+    def _take_inputs(self, inputs: Path, target: Path) -> None:
+        """Captured values become the job's: moved when a kernel staged them in the inbox (no
+        copy of a large array), copied from anywhere else."""
+        if inputs.resolve().parent == self.inbox.resolve():
+            os.rename(inputs, target)
+        else:
+            _copy(inputs, target)
 
     def cancel(self, caller: Caller, job_id: str) -> dict:
         job = self.visible_job(caller, job_id)
@@ -239,13 +251,13 @@ class Queue:
             raise NotFound(f"No job {job_id!r}. List your jobs with `e31 jobs`.")
         return job
 
-    def jobs(self, caller: Caller, state: str | None = None) -> list[dict]:
+    def jobs(self, caller: Caller, state: str | None = None, fingerprint: str | None = None) -> list[dict]:
         if state is not None and state not in {s.value for s in JobState}:
             raise InvalidRequest(
                 f"state: unknown state {state!r}. Allowed: {', '.join(s.value for s in JobState)}."
             )
         owner = None if caller.is_admin else caller.name
-        rows = self.store.jobs((state,) if state else None, owner=owner)
+        rows = self.store.jobs((state,) if state else None, owner=owner, fingerprint=fingerprint)
         positions = self.positions()
         return [self.describe(row, positions) for row in rows]
 
@@ -304,6 +316,8 @@ class Queue:
                 "reports": sorted(manifest.get("reports", {})) or spec.get("reports", []),
             },
             "files_count": len(manifest.get("files", [])),
+            "values": sorted(read_index(jobdir.values)) if manifest else [],
+            "fingerprint": job["fingerprint"],
         }
 
     def _meter(self, job: dict) -> dict:
@@ -437,6 +451,9 @@ class Queue:
             job_id = path.name.removeprefix(".staging-")
             if job_id not in known and path.stat().st_mtime < cutoff:
                 shutil.rmtree(path, ignore_errors=True)
+        for path in self.inbox.iterdir():  # captures whose submit never came
+            if path.stat().st_mtime < time.time() - INBOX_AGE_S:
+                shutil.rmtree(path, ignore_errors=True)
 
 
 def _final_state(job: dict, manifest: dict | None, exit_code: int | None, start_error: str) -> tuple[str, str]:
@@ -488,6 +505,25 @@ def _data_paths(value, root_dir: Path) -> list[Path]:
         names.add(path.name)
         paths.append(path)
     return paths
+
+
+def _inputs_path(value) -> Path | None:
+    if value in (None, ""):
+        return None
+    path = Path(value) if isinstance(value, str) else None
+    if path is None or not path.is_absolute() or not (path / VALUES_INDEX).is_file():
+        raise InvalidRequest(
+            "inputs must be the absolute path of a folder of captured values (with values.json), "
+            f"as the %%e31 magic writes it; got {value!r}."
+        )
+    return path
+
+
+def _copy(source: Path, target: Path) -> None:
+    if source.is_dir():
+        shutil.copytree(source, target)
+    else:
+        shutil.copy2(source, target)
 
 
 def _ensure_writable(data_dir: Path) -> None:

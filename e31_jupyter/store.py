@@ -29,10 +29,12 @@ CREATE TABLE IF NOT EXISTS jobs (
     finished_at REAL,
     granted TEXT NOT NULL DEFAULT '[]',
     handle TEXT,
-    stop_requested TEXT NOT NULL DEFAULT ''
+    stop_requested TEXT NOT NULL DEFAULT '',
+    fingerprint TEXT NOT NULL DEFAULT ''
 );
 CREATE INDEX IF NOT EXISTS jobs_state ON jobs(state);
 CREATE INDEX IF NOT EXISTS jobs_owner ON jobs(owner, submitted_at);
+CREATE INDEX IF NOT EXISTS jobs_fingerprint ON jobs(fingerprint);
 CREATE TABLE IF NOT EXISTS transitions (
     seq INTEGER PRIMARY KEY AUTOINCREMENT,
     job_id TEXT NOT NULL REFERENCES jobs(id),
@@ -121,9 +123,14 @@ class Store:
         with self._lock:
             return _row(self._db.execute("SELECT * FROM jobs WHERE id = ?", (job_id,)).fetchone())
 
-    def jobs(self, states: tuple[str, ...] | None = None, owner: str | None = None) -> list[dict]:
-        """Jobs newest first, optionally only in some states and of one owner."""
+    def jobs(
+        self, states: tuple[str, ...] | None = None, owner: str | None = None, fingerprint: str | None = None
+    ) -> list[dict]:
+        """Jobs newest first, optionally only in some states, of one owner, with one fingerprint."""
         where, params = [], []
+        if fingerprint is not None:
+            where.append("fingerprint = ?")
+            params.append(fingerprint)
         if states:
             where.append(f"state IN ({', '.join('?' * len(states))})")
             params.extend(states)

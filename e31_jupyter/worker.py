@@ -9,6 +9,8 @@ writes only the job directory. Its exit status is 0 only when the notebook succe
 from __future__ import annotations
 
 import gc
+import logging
+import os
 import signal
 import sys
 import threading
@@ -82,6 +84,7 @@ def _on_sigterm(signum, frame):
 def run(jobdir: JobDir) -> dict:
     """Execute the job; returns the result manifest (also written to manifest.json)."""
     spec = jobdir.read_json(jobdir.spec)
+    os.environ["E31_JOB_DIR"] = str(jobdir.path.resolve())  # the kernel finds its inputs here
     started_at = time.time()
     write_json_atomic(jobdir.baseline, snapshot(jobdir.work))
     status, reason = "failed", ""
@@ -143,6 +146,8 @@ def main(argv: list[str] | None = None) -> int:
         print("usage: python -m e31_jupyter.worker JOBDIR", file=sys.stderr)
         return 2
     signal.signal(signal.SIGTERM, _on_sigterm)
+    # papermill logs what the cells print at INFO: that is the job's log, so let it through
+    logging.basicConfig(level=logging.INFO, format="%(message)s", stream=sys.stdout)
     manifest = run(JobDir(argv[0]))
     print(f"e31 worker: {manifest['status']} {manifest['reason']}".rstrip(), flush=True)
     return 0 if manifest["status"] == "succeeded" else 1

@@ -54,7 +54,7 @@ def _bad_submits(tmp_path):
         ({"path": str(junk)}, ["junk.ipynb", "not valid notebook JSON"]),
         ({"path": str(tmp_path / "missing.ipynb")}, ["no notebook file"]),
         ({"path": other_kernel}, ["kernel 'ir'", "Available kernels", "python3"]),
-        ({"path": good, "gpus": -1}, ["gpus", "0 or more"]),
+        ({"path": good, "gpus": -1}, ["gpus", "0 or more", "2 GPU(s): 0, 1"]),
         ({"path": good, "gpus": 3}, ["gpus", "2 GPU(s): 0, 1"]),
         ({"path": good, "gpus": "two"}, ["gpus", "whole number"]),
         ({"path": good, "deadline": "2020-01-01T00:00:00"}, ["deadline", "in the past"]),

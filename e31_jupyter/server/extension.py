@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 from jupyter_server.extension.application import ExtensionApp
@@ -49,6 +50,10 @@ class E31Extension(ExtensionApp):
 
     async def _start_jupyter_server_extension(self, serverapp):
         await self.e31_queue.start()
+        # Kernels (and terminals) this server starts inherit its environment: this is how
+        # %%e31 and the e31 command inside them find the queue without any setup.
+        os.environ["E31_URL"] = serverapp.connection_url
+        os.environ["E31_TOKEN"] = serverapp.identity_provider.token or ""
 
     async def stop_extension(self):
         await self.e31_queue.stop()

@@ -17,13 +17,15 @@ from jupyter_server.auth.identity import IdentityProvider, LegacyIdentityProvide
 from jupyter_server.base.handlers import APIHandler
 from tornado import web
 
-from ..errors import Conflict, E31Error, InvalidRequest
+from .. import __version__, values
+from ..errors import Conflict, E31Error, InvalidRequest, NotFound
 from ..job import FINAL_STATES, parse_iso, whole_number
 from ..outputs import collected_file
 from ..queue import Caller, Queue
 
 AUTH_RESOURCE = "e31"
 LOG_CHUNK = 1 << 20
+FILE_CHUNK = 4 << 20
 # jupyter_server's own identity providers serve one person behind a shared token or password
 # and invent a new anonymous name per browser session; with them every job belongs to the
 # account the server runs as. Other providers (JupyterHub's, say) name real users.
@@ -75,6 +77,18 @@ class E31Handler(APIHandler):
             raise InvalidRequest("The request body must be a JSON object.")
         return body
 
+    async def send_file(self, file: Path) -> None:
+        """A file of the job as a download, in chunks; never rendered in the server's origin."""
+        self.set_header("Content-Type", "application/octet-stream")
+        self.set_header("Content-Disposition", f'attachment; filename="{file.name}"')
+        self.set_header("Content-Security-Policy", "sandbox")
+        self.set_header("Content-Length", str(file.stat().st_size))
+        with open(file, "rb") as f:
+            while chunk := f.read(FILE_CHUNK):
+                self.write(chunk)
+                await self.flush()
+        self.finish()
+
     def job_and_dir(self, job_id: str):
         job = self.queue.visible_job(self.caller, job_id)
         return job, self.queue.jobdir(job_id)
@@ -86,7 +100,8 @@ class JobsHandler(E31Handler):
     @_answers_errors
     async def get(self):
         state = self.get_argument("state", None)
-        self.finish({"jobs": self.queue.jobs(self.caller, state)})
+        fingerprint = self.get_argument("fingerprint", None)
+        self.finish({"jobs": self.queue.jobs(self.caller, state, fingerprint)})
 
     @web.authenticated
     @authorized
@@ -162,15 +177,28 @@ class FileHandler(E31Handler):
     @_answers_errors
     async def get(self, job_id, path):
         _, jobdir = self.job_and_dir(job_id)
-        file = collected_file(jobdir, jobdir.read_json(jobdir.manifest), path)
-        self.set_header("Content-Type", "application/octet-stream")
-        self.set_header("Content-Disposition", f'attachment; filename="{file.name}"')
-        self.set_header("Content-Security-Policy", "sandbox")
-        with open(file, "rb") as f:
-            while chunk := f.read(LOG_CHUNK):
-                self.write(chunk)
-                await self.flush()
-        self.finish()
+        await self.send_file(collected_file(jobdir, jobdir.read_json(jobdir.manifest), path))
+
+
+class ValuesHandler(E31Handler):
+    @web.authenticated
+    @authorized
+    @_answers_errors
+    async def get(self, job_id):
+        _, jobdir = self.job_and_dir(job_id)
+        index = values.read_index(jobdir.values)
+        self.finish({"values": values.describe(index), "files": values.files(index)})
+
+
+class ValueFileHandler(E31Handler):
+    @web.authenticated
+    @authorized
+    @_answers_errors
+    async def get(self, job_id, name):
+        _, jobdir = self.job_and_dir(job_id)
+        if name not in values.files(values.read_index(jobdir.values)):
+            raise NotFound(f"Job {job_id} returned no value file {name!r}.")
+        await self.send_file(jobdir.values / name)
 
 
 class LogHandler(E31Handler):
@@ -208,6 +236,15 @@ class MeterHandler(E31Handler):
         self.finish(self.queue.meter_summary(self.caller, since_ts, until_ts))
 
 
+class InfoHandler(E31Handler):
+    @web.authenticated
+    @authorized
+    @_answers_errors
+    async def get(self):
+        """What a client on this machine needs: the inbox where it may stage captured values."""
+        self.finish({"version": __version__, "inbox": str(self.queue.inbox)})
+
+
 class GpusHandler(E31Handler):
     @web.authenticated
     @authorized
@@ -228,6 +265,9 @@ def routes() -> list[tuple[str, type]]:
         (job + r"/files", FilesHandler),
         (job + r"/files/(?P<path>.+)", FileHandler),
         (job + r"/log", LogHandler),
+        (job + r"/values", ValuesHandler),
+        (job + r"/values/(?P<name>[A-Za-z0-9_.]+)", ValueFileHandler),
+        (r"/e31/api/info", InfoHandler),
         (r"/e31/api/meter", MeterHandler),
         (r"/e31/api/gpus", GpusHandler),
     ]

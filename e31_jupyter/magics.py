@@ -1,0 +1,387 @@
+"""``%%e31 submit`` turns a cell into a job; ``%e31 ...`` follows jobs and collects them.
+
+Load with ``%load_ext e31_jupyter`` (or always: ``c.InteractiveShellApp.extensions =
+["e31_jupyter"]`` in an IPython config file). The kernel finds its queue by itself: a kernel
+started by a server with the extension inherits ``E31_URL``/``E31_TOKEN``; elsewhere the client
+looks for a running server.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import os
+import re
+import shlex
+import shutil
+import sys
+import tempfile
+from pathlib import Path
+from types import ModuleType
+
+from IPython.core.magic import Magics, line_cell_magic, magics_class
+from IPython.display import publish_display_data
+from traitlets import Int, Unicode
+
+from . import cli, values
+from .client import FINAL_STATES, E31Client, safe_destination
+from .errors import E31Error, InvalidRequest
+from .packaging import CELL_TAG, DEFAULT_KERNEL, cell_names, cell_notebook, import_line
+
+HIDDEN = {"In", "Out", "get_ipython", "exit", "quit"}  # IPython's own names, never captured
+LINE_COMMANDS = ("submit-notebook", "jobs", "status", "logs", "cancel", "wait", "collect")
+USAGE = (
+    "Usage: %%e31 submit [options] on a cell, or %e31 COMMAND with COMMAND one of "
+    + ", ".join(LINE_COMMANDS)
+    + ". Add --help to any of them."
+)
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse that raises instead of exiting the kernel."""
+
+    def error(self, message):
+        raise InvalidRequest(f"{message}. {self.format_usage().strip()}")
+
+    def exit(self, status=0, message=None):
+        if message:
+            print(message, file=sys.stderr)
+        raise _Done()
+
+
+class _Done(Exception):
+    """--help was printed: nothing else to do."""
+
+
+def _cell_parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog="%%e31 submit", description="Run this cell as an unattended job.")
+    parser.add_argument("--gpus", type=int, default=0)
+    parser.add_argument("--max-runtime", type=cli.duration, metavar="DUR")
+    parser.add_argument("--expected-runtime", type=cli.duration, metavar="DUR")
+    parser.add_argument("--deadline", metavar="WHEN", help="ISO 8601, +6h or 08:00")
+    parser.add_argument("--name")
+    parser.add_argument("--team")
+    parser.add_argument(
+        "--in", dest="inputs", metavar="NAMES",
+        help="comma-separated names to capture besides those found; -NAME leaves one out",
+    )  # fmt: skip
+    parser.add_argument("--out", dest="outputs", metavar="NAMES", help="names to return (default: all assigned)")
+    parser.add_argument("--output", dest="files", action="append", metavar="GLOB", help="files to collect")
+    parser.add_argument("--data", action="append", metavar="PATH", help="a file or folder to copy in")
+    parser.add_argument("--wait", action="store_true", help="block until it ends, then collect")
+    parser.add_argument("--new", action="store_true", help="submit again even if this cell already ran")
+    return parser
+
+
+@magics_class
+class E31Magics(Magics):
+    max_capture_bytes = Int(
+        8 << 30, help="The most a %%e31 submit may capture from the kernel, in bytes."
+    ).tag(config=True)
+    outputs_dir = Unicode(
+        "e31-outputs", help="Where collect puts a job's files, beside the notebook."
+    ).tag(config=True)
+
+    def __init__(self, shell=None, **kwargs):
+        super().__init__(shell=shell, **kwargs)
+        self._client: E31Client | None = None
+
+    @property
+    def client(self) -> E31Client:
+        if self._client is None:
+            self._client = E31Client()
+        return self._client
+
+    @line_cell_magic
+    def e31(self, line: str, cell: str | None = None):
+        """Nothing is returned: what there is to see is shown (a dict would echo as Out[n])."""
+        try:
+            argv = shlex.split(line)
+            if cell is not None:
+                if not argv or argv[0] != "submit":
+                    raise InvalidRequest("A %%e31 cell magic must start with submit. " + USAGE)
+                self.submit_cell(argv[1:], cell)
+            else:
+                self.run_command(argv)
+        except _Done:
+            pass
+        except E31Error as error:
+            print(f"e31: {error.message}", file=sys.stderr)
+        except ValueError as error:  # shlex: unbalanced quotes
+            print(f"e31: cannot read the command line: {error}", file=sys.stderr)
+
+    # --- %%e31 submit ---------------------------------------------------------------------
+
+    def submit_cell(self, argv: list[str], source: str) -> dict:
+        args = _cell_parser().parse_args(argv)
+        names = cell_names(self.shell.transform_cell(source))
+        imports, captured = self._inputs(names.reads, args.inputs)
+        outputs = _names(args.outputs) if args.outputs else names.assigns
+        request = _request(args)
+        fingerprint = _fingerprint(_notebook_path(), source, request)
+        if not args.new:
+            existing = self._existing(fingerprint)
+            if existing is not None:
+                return self._attach(existing, args.wait)
+        staging = self._capture(captured)
+        notebook = cell_notebook(source, imports, list(captured), outputs, _kernel_name())
+        body = {
+            **request,
+            "name": args.name or _cell_job_name(source),
+            "notebook": notebook,
+            "notebook_name": "cell.ipynb",
+            "fingerprint": fingerprint,
+            "inputs": str(staging) if staging else None,
+        }
+        try:
+            job = self.client.submit(**{k: v for k, v in body.items() if v is not None})
+        except BaseException:
+            if staging:
+                shutil.rmtree(staging, ignore_errors=True)
+            raise
+        self.show(job, job.get("warnings", []))
+        return self._wait_and_collect(job) if args.wait else job
+
+    def _inputs(self, reads: list[str], option: str | None) -> tuple[list[str], dict]:
+        """Import lines for the modules the cell uses, and the other values it reads."""
+        namespace = self.shell.user_ns
+        chosen = [n for n in reads if n in namespace and n not in HIDDEN and not n.startswith("_")]
+        for name in _names(option) if option else []:
+            if name.startswith("-"):
+                chosen = [n for n in chosen if n != name[1:]]
+            elif name not in namespace:
+                raise InvalidRequest(f"--in {name}: there is no {name} in this kernel.")
+            elif name not in chosen:
+                chosen.append(name)
+        imports = [import_line(n, namespace[n]) for n in chosen if isinstance(namespace[n], ModuleType)]
+        captured = {n: namespace[n] for n in chosen if not isinstance(namespace[n], ModuleType)}
+        return imports, captured
+
+    def _capture(self, captured: dict) -> Path | None:
+        """Write the captured values where the server can take them (its inbox when it is on
+        this machine, so they are moved, not copied). Refuses before anything is submitted."""
+        if not captured:
+            return None
+        inbox = Path(self.client.info()["inbox"])
+        parent = inbox if os.access(inbox, os.W_OK) else None
+        staging = Path(tempfile.mkdtemp(prefix="capture-", dir=parent))
+        try:
+            values.save(captured, staging, self.max_capture_bytes)
+        except BaseException:
+            shutil.rmtree(staging, ignore_errors=True)
+            raise
+        return staging
+
+    def _existing(self, fingerprint: str) -> dict | None:
+        for job in self.client.jobs(fingerprint=fingerprint):  # newest first
+            if job["state"] in ("queued", "running", "succeeded"):
+                return job
+        return None
+
+    def _attach(self, job: dict, wait: bool) -> dict:
+        print(f"e31: this cell already ran as job {job['id']}; showing it (add --new to submit again)")
+        if job["state"] == "succeeded":
+            return self.collect(job["id"])
+        self.show(job)
+        return self._wait_and_collect(job) if wait else job
+
+    def _wait_and_collect(self, job: dict) -> dict:
+        self.client.wait(job["id"])
+        return self.collect(job["id"])
+
+    # --- %e31 COMMAND -----------------------------------------------------------------------
+
+    def run_command(self, argv: list[str]):
+        if not argv or argv[0] not in LINE_COMMANDS:
+            raise InvalidRequest(USAGE)
+        command, rest = argv[0], argv[1:]
+        if command == "collect":
+            parser = _Parser(prog="%e31 collect")
+            parser.add_argument("job", metavar="JOB")
+            parser.add_argument("--to", metavar="DIR", help=f"where files go (default {self.outputs_dir}/NAME)")
+            args = parser.parse_args(rest)
+            return self.collect(args.job, args.to)
+        if command == "wait":
+            parser = _Parser(prog="%e31 wait")
+            parser.add_argument("job", metavar="JOB")
+            job = self.client.wait(parser.parse_args(rest).job)
+            self.show(job)
+            return job
+        if command == "submit-notebook":
+            return self.submit_notebook(rest)
+        args = _cli_args([command, *rest])
+        args.run(self.client, args)
+
+    def submit_notebook(self, argv: list[str]) -> dict:
+        args = _cli_args(["submit", *argv])
+        job = self.client.submit(**cli.submit_body(args))
+        self.show(job, job.get("warnings", []))
+        if args.wait:
+            job = self.client.wait(job["id"])
+            self.show(job)
+        return job
+
+    # --- showing and collecting -----------------------------------------------------------
+
+    def show(self, job: dict, warnings: list[str] = ()) -> None:
+        for warning in warnings:
+            print(f"e31: warning: {warning}", file=sys.stderr)
+        print(f"e31: job {job['id']} ({job['name']}): {cli.describe(job)}")
+
+    def collect(self, job_id: str, to: str | None = None) -> dict:
+        """Bring a finished job back: its returned values into the namespace, its files beside
+        the notebook, and what its cell displayed, shown again here."""
+        job = self.client.job(job_id)
+        if job["state"] not in FINAL_STATES:
+            self.show(job)
+            print(f"e31: collect it once it has finished (%e31 wait {job_id} blocks until then).")
+            return job
+        notebook = self._executed_notebook(job_id)
+        if job["state"] != "succeeded":
+            self.show(job)
+            _replay(notebook, errors_only=True)
+            return job
+        loaded = self._load_values(job_id)
+        folder = self._save_files(job, to)
+        _replay(notebook)
+        summary = [f"job {job['id']} ({job['name']}) succeeded"]
+        if loaded:
+            summary.append("loaded " + ", ".join(loaded))
+        if folder:
+            summary.append(f"{job['files_count']} file(s) in {folder}")
+        summary.append(f"{job['meter']['gpu_hours']:.4f} GPU-hours")
+        print("e31: " + "; ".join(summary))
+        return job
+
+    def _executed_notebook(self, job_id: str) -> dict | None:
+        try:
+            return self.client.notebook(job_id)
+        except E31Error:  # never ran (cancelled or expired while queued)
+            return None
+
+    def _load_values(self, job_id: str) -> list[str]:
+        folder = Path(tempfile.mkdtemp(prefix="e31-values-"))
+        try:
+            listing = self.client.save_values(job_id, folder)
+            loaded = values.load(folder)  # buffers are mapped: the files may go once loaded
+        finally:
+            shutil.rmtree(folder, ignore_errors=True)
+        for entry in listing["values"]:
+            if entry.get("skipped"):
+                print(f"e31: {entry['name']} was not returned: {entry['skipped']}", file=sys.stderr)
+        self.shell.user_ns.update(loaded)
+        return list(loaded)
+
+    def _save_files(self, job: dict, to: str | None) -> Path | None:
+        files = self.client.files(job["id"])
+        if not files:
+            return None
+        folder = Path(to) if to else self._outputs_folder(job)
+        targets = [(f["path"], safe_destination(folder, f["path"])) for f in files]
+        folder.mkdir(parents=True, exist_ok=True)
+        (folder / ".e31-job").write_text(job["id"])
+        for path, destination in targets:
+            self.client.save_file(job["id"], path, destination)
+        return folder
+
+    def _outputs_folder(self, job: dict) -> Path:
+        """``e31-outputs/<job name>/``, unless that holds another job's (or the user's) files."""
+        base = Path(self.outputs_dir) / _safe_name(job["name"])
+        marker = base / ".e31-job"
+        if not base.exists() or (marker.exists() and marker.read_text() == job["id"]):
+            return base
+        return base.with_name(f"{base.name}-{job['id']}")
+
+
+def _replay(notebook: dict | None, errors_only: bool = False) -> None:
+    """Show again what the job's cell displayed (all cells, for a whole-notebook job)."""
+    if notebook is None:
+        return
+    cells = [c for c in notebook["cells"] if c["cell_type"] == "code"]
+    tagged = [c for c in cells if CELL_TAG in c.get("metadata", {}).get("tags", [])]
+    for cell in tagged or cells:
+        for output in cell.get("outputs", []):
+            kind = output["output_type"]
+            if kind == "error":
+                print("\n".join(output.get("traceback", [])), file=sys.stderr)
+            elif errors_only:
+                continue
+            elif kind == "stream":
+                stream = sys.stderr if output.get("name") == "stderr" else sys.stdout
+                stream.write(_text(output.get("text", "")))
+            elif kind in ("display_data", "execute_result"):
+                data = {k: _text(v) if isinstance(v, list) else v for k, v in output["data"].items()}
+                publish_display_data(data, output.get("metadata", {}))
+
+
+def _text(value) -> str:
+    return "".join(value) if isinstance(value, list) else value
+
+
+def _names(text: str) -> list[str]:
+    names = [n.strip() for n in text.split(",") if n.strip()]
+    for name in names:
+        if not name.lstrip("-").isidentifier():
+            raise InvalidRequest(f"{name!r} is not a Python name; give names separated by commas.")
+    return names
+
+
+def _request(args: argparse.Namespace) -> dict:
+    request = {
+        "gpus": args.gpus,
+        "max_runtime": args.max_runtime,
+        "expected_runtime": args.expected_runtime,
+        "deadline": args.deadline,
+        "team": args.team,
+        "outputs": args.files,
+        "data": [os.path.abspath(p) for p in args.data] if args.data else None,
+    }
+    return {k: v for k, v in request.items() if v is not None}
+
+
+def _fingerprint(notebook_path: str, source: str, request: dict) -> str:
+    """Same notebook, same source, same request: the same job."""
+    text = json.dumps([notebook_path, source.strip(), request], sort_keys=True)
+    return hashlib.sha256(text.encode()).hexdigest()[:32]
+
+
+def _notebook_path() -> str:
+    """The notebook this kernel serves, as jupyter_server tells its kernels (empty elsewhere)."""
+    return os.environ.get("JPY_SESSION_NAME", "")
+
+
+def _kernel_name() -> str:
+    """The kernel of this notebook, so the job runs on the same one."""
+    path = _notebook_path()
+    try:
+        with open(path) as f:
+            return json.load(f)["metadata"]["kernelspec"]["name"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return DEFAULT_KERNEL
+
+
+def _cell_job_name(source: str) -> str:
+    first = next((line.strip() for line in source.splitlines() if line.strip()), "empty cell")
+    stem = Path(_notebook_path()).stem
+    name = f"{stem}: {first}" if stem else first
+    return name[:80]
+
+
+def _safe_name(name: str) -> str:
+    return re.sub(r"[^A-Za-z0-9_.-]+", "-", name).strip("-.")[:60] or "job"
+
+
+def _cli_args(argv: list[str]) -> argparse.Namespace:
+    """Parse with the e31 CLI's own parser, so the line magics take the CLI's options."""
+    try:
+        args, extra = cli.build_parser().parse_known_args(argv)
+    except SystemExit:  # argparse printed the usage or the help
+        raise _Done() from None
+    if extra:
+        raise InvalidRequest(f"unrecognized arguments: {' '.join(extra)}")
+    return args
+
+
+def load_ipython_extension(ipython) -> None:
+    ipython.register_magics(E31Magics)

@@ -1,0 +1,185 @@
+"""Python values that travel between a kernel and a job: captured inputs, returned outputs.
+
+Each value is one cloudpickle stream (``NAME.pkl``) with pickle protocol 5: the large buffers of
+numpy arrays (and of pandas objects, which hold numpy arrays) are handed out of band and written
+straight from memory to their own files (``NAME.N.buf``), so a 1 GB array is never copied into a
+1 GB pickle. Loading maps the buffer files back in. ``values.json`` lists what the folder holds.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import mmap
+import os
+import pickle
+from pathlib import Path
+from types import ModuleType
+
+import cloudpickle
+
+from .errors import InvalidRequest
+
+INDEX = "values.json"
+DEFAULT_LIMIT_BYTES = 8 << 30
+
+
+class CannotTravel(InvalidRequest):
+    """A value that cannot be sent to (or back from) a job; the message says which and why."""
+
+
+def _type_name(value) -> str:
+    cls = type(value)
+    return cls.__name__ if cls.__module__ == "builtins" else f"{cls.__module__}.{cls.__qualname__}"
+
+
+def _refuse_known_travellers(name: str, value) -> None:
+    """Values that would pickle, but would be wrong on the other side."""
+    if isinstance(value, io.IOBase):  # cloudpickle would send a copy of a file's contents
+        raise CannotTravel(
+            f"{name} ({_type_name(value)}) is an open file of this kernel and cannot be sent to "
+            f"the job. Open it inside the cell (add the file with --data PATH), or leave it out "
+            f"with --in=-{name}."
+        )
+    device = getattr(value, "device", None)
+    if getattr(device, "type", None) == "cuda" or getattr(value, "is_cuda", False) is True:
+        raise CannotTravel(
+            f"{name} ({_type_name(value)}) lives on a GPU of this kernel and cannot be moved into "
+            f"the job. Create it inside the cell, or pass a CPU copy ({name}.cpu()) with --in."
+        )
+
+
+def save(values: dict, folder: Path, limit_bytes: int = DEFAULT_LIMIT_BYTES, skip_bad: bool = False) -> dict:
+    """Write each value to ``folder``; returns the index. Refuses (raises CannotTravel, naming
+    the value) anything that cannot be pickled, and stops as soon as the total passes
+    ``limit_bytes``. With ``skip_bad`` such a value is left out and the index says why."""
+    folder.mkdir(parents=True, exist_ok=True)
+    index, total = {}, 0
+    for name, value in values.items():
+        entry = {"type": _type_name(value), "files": [], "size": 0}
+        try:
+            _refuse_known_travellers(name, value)
+            entry["files"], entry["size"] = _save_one(name, value, folder, limit_bytes - total)
+        except CannotTravel as error:
+            if not skip_bad:
+                raise
+            entry["skipped"] = error.message
+            for stale in folder.glob(f"{name}.*"):
+                stale.unlink()
+        total += entry["size"]
+        index[name] = entry
+    (folder / INDEX).write_text(json.dumps(index, indent=1))
+    return index
+
+
+def _save_one(name: str, value, folder: Path, room: int) -> tuple[list[str], int]:
+    files: list[str] = []
+    written = 0
+
+    def write_buffer(buffer: pickle.PickleBuffer) -> bool:
+        nonlocal written
+        with buffer.raw() as view:
+            written += view.nbytes
+            _check_room(name, value, written, room)
+            file = f"{name}.{len(files)}.buf"
+            with open(folder / file, "wb") as f:
+                f.write(view)
+        files.append(file)
+        return False  # out of band: not in the pickle stream
+
+    stream = folder / f"{name}.pkl"
+    try:
+        with open(stream, "wb") as f:
+            cloudpickle.dump(value, f, protocol=5, buffer_callback=write_buffer)
+    except CannotTravel:
+        raise
+    except Exception as error:  # pickle raises TypeError, PicklingError, AttributeError, ...
+        raise CannotTravel(
+            f"{name} ({_type_name(value)}) cannot be sent to the job: {error}. "
+            "Create it inside the cell instead (open files, locks, sockets, generators and live "
+            f"connections only exist in this kernel), or leave it out with --in=-{name}."
+        ) from None
+    written += stream.stat().st_size
+    _check_room(name, value, written, room)
+    return [stream.name, *files], written
+
+
+def _check_room(name: str, value, written: int, room: int) -> None:
+    if written > room:
+        raise CannotTravel(
+            f"{name} ({_type_name(value)}) makes the capture larger than the limit "
+            f"({_size(written)} so far, at most {_size(max(room, 0))} left of the limit). Load the "
+            "data inside the cell from a file (--data PATH), or raise the limit "
+            "(c.E31Magics.max_capture_bytes)."
+        )
+
+
+def _size(n: int) -> str:
+    for unit in ("B", "KB", "MB", "GB"):
+        if n < 1024 or unit == "GB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024
+
+
+def load(folder: Path, names: list[str] | None = None) -> dict:
+    """The values saved in ``folder`` (all, or the ``names`` given)."""
+    index = read_index(folder)
+    chosen = names or [name for name, entry in index.items() if entry["files"]]
+    return {name: _load_one(folder, index[name]["files"]) for name in chosen}
+
+
+def _load_one(folder: Path, files: list[str]):
+    buffers = [_map(folder / file) for file in files[1:]]
+    with open(folder / files[0], "rb") as f:
+        return pickle.load(f, buffers=buffers)
+
+
+def _map(path: Path):
+    """A buffer file mapped copy-on-write: no read into memory, and the loaded array is writable."""
+    size = path.stat().st_size
+    if size == 0:
+        return bytearray()
+    with open(path, "rb") as f:
+        return mmap.mmap(f.fileno(), size, access=mmap.ACCESS_COPY)
+
+
+def read_index(folder: Path) -> dict:
+    try:
+        return json.loads((folder / INDEX).read_text())
+    except FileNotFoundError:
+        return {}
+
+
+def files(index: dict) -> list[str]:
+    """Every file a copy of the folder needs: the index and what the values are made of."""
+    return [INDEX, *(file for entry in index.values() for file in entry["files"])] if index else []
+
+
+def describe(index: dict) -> list[dict]:
+    """The index as the API shows it: name, type and size of each value."""
+    return [
+        {"name": n, "type": v["type"], "size": v["size"], "skipped": v.get("skipped")}
+        for n, v in index.items()
+    ]
+
+
+# --- inside a job: the cells that packaging.py writes around the user's cell call these ---
+
+
+def _job_dir() -> Path:
+    return Path(os.environ["E31_JOB_DIR"])
+
+
+def load_inputs() -> dict:
+    """The values captured from the submitting kernel."""
+    return load(_job_dir() / "inputs")
+
+
+def save_outputs(namespace: dict, names: list[str]) -> None:
+    """Hand back the cell's results. Modules are not results; a value that cannot travel back is
+    left out, and the job's values list says why."""
+    chosen = {n: namespace[n] for n in names if n in namespace and not isinstance(namespace[n], ModuleType)}
+    index = save(chosen, _job_dir() / "values", limit_bytes=1 << 62, skip_bad=True)
+    for name, entry in index.items():
+        if "skipped" in entry:
+            print(f"e31: {name} is not returned: {entry['skipped']}")

@@ -1,0 +1,178 @@
+"""%%e31 in real kernels (jupyter_client) against a real server."""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass, field
+
+import pytest
+from conftest import EXAMPLES, wait_state
+from jupyter_client.manager import KernelManager
+
+
+@dataclass
+class Output:
+    stdout: str = ""
+    stderr: str = ""
+    displays: list[dict] = field(default_factory=list)
+    error: str = ""
+
+
+class Kernel:
+    """A real IPython kernel, started the way a Jupyter server starts one (with E31_URL/TOKEN)."""
+
+    def __init__(self, server, cwd):
+        env = {**os.environ, "E31_URL": server.url, "E31_TOKEN": server.token}
+        self.manager = KernelManager(kernel_name="python3")
+        self.manager.start_kernel(cwd=str(cwd), env=env)
+        self._connect()
+
+    def _connect(self):
+        self.client = self.manager.client()
+        self.client.start_channels()
+        self.client.wait_for_ready(timeout=60)
+
+    def run(self, code: str, timeout: float = 120) -> Output:
+        out = Output()
+
+        def hook(message):
+            kind, content = message["msg_type"], message["content"]
+            if kind == "stream":
+                setattr(out, content["name"], getattr(out, content["name"]) + content["text"])
+            elif kind in ("display_data", "execute_result"):
+                out.displays.append(content["data"])
+            elif kind == "error":
+                out.error = "\n".join(content["traceback"])
+
+        self.client.execute_interactive(code, output_hook=hook, timeout=timeout)
+        return out
+
+    def value(self, expression: str) -> str:
+        return self.run(f"print(repr({expression}))").stdout.strip()
+
+    def restart(self):
+        self.client.stop_channels()
+        self.manager.restart_kernel(now=True)
+        self._connect()
+
+    def stop(self):
+        self.client.stop_channels()
+        self.manager.shutdown_kernel(now=True)
+
+
+@pytest.fixture
+def kernel(server, tmp_path):
+    k = Kernel(server, tmp_path)
+    k.run("%load_ext e31_jupyter")
+    yield k
+    k.stop()
+
+
+def _job_id(output: Output) -> str:
+    match = re.search(r"e31: job (\S+) ", output.stdout)
+    assert match, (output.stdout, output.stderr, output.error)
+    return match.group(1)
+
+
+HEADLINE_SETUP = """
+import numpy as nmp
+big = nmp.arange(13_500_000, dtype=nmp.float64)  # 108 MB
+offset = 3
+def scale(x):
+    return x * 2 + offset
+"""
+
+HEADLINE_CELL = """%%e31 submit --gpus 1 --name headline
+import matplotlib.pyplot as plt
+doubled = scale(big)
+total = float(nmp.sum(doubled[:1000]))
+with open("result.txt", "w") as out:
+    out.write(str(total))
+plt.plot([0, 1, 2], [0, 1, 4])
+plt.show()
+print("computed", total)
+"""
+
+
+def test_a_cell_runs_as_a_job_and_is_collected_in_a_new_kernel(kernel, client, tmp_path):
+    kernel.run(HEADLINE_SETUP)
+    submitted = kernel.run(HEADLINE_CELL)
+    job_id = _job_id(submitted)
+    job = wait_state(client, job_id, "succeeded", "failed", timeout=180)
+    assert job["state"] == "succeeded", (job["reason"], client.log_tail(job_id, 60))
+    assert job["gpus"] and job["meter"]["gpu_seconds"] > 0
+    executed = client.notebook(job_id)
+    assert any(HEADLINE_CELL.split("\n", 1)[1].strip() in "".join(c["source"]) for c in executed["cells"])
+
+    kernel.restart()  # the next morning: a fresh kernel knows nothing of the cell
+    assert "NameError" in kernel.run("doubled").error
+    kernel.run("%load_ext e31_jupyter")
+    collected = kernel.run(f"%e31 collect {job_id}")
+    assert collected.error == "", collected.error
+    assert "computed 1002000.0" in collected.stdout  # the cell's printout, shown again
+    assert any("image/png" in d for d in collected.displays)  # and its plot
+    kernel.run("import numpy as np\nexpected = np.arange(13_500_000, dtype=np.float64) * 2 + 3")
+    assert kernel.value("bool((doubled == expected).all()) and doubled.shape == expected.shape") == "True"
+    assert kernel.value("total") == "1002000.0"
+    assert (tmp_path / "e31-outputs" / "headline" / "result.txt").read_text() == "1002000.0"
+    assert "out" in collected.stderr  # the closed file handle could not come back, and it says so
+
+
+def test_rerunning_the_cell_attaches_and_new_submits_again(kernel, client):
+    cell = "%%e31 submit\nanswer = 6 * 7"
+    first = _job_id(kernel.run(cell))
+    again = kernel.run(cell)
+    assert "already ran as job" in again.stdout and first in again.stdout
+    assert len(client.jobs()) == 1
+    wait_state(client, first, "succeeded")
+    collected = kernel.run(cell)  # once it succeeded, re-running collects it
+    assert kernel.value("answer") == "42", collected
+    assert len(client.jobs()) == 1
+    second = _job_id(kernel.run(cell.replace("submit", "submit --new")))
+    assert second != first and len(client.jobs()) == 2
+
+
+def test_a_value_that_cannot_travel_is_refused_before_submitting(kernel, client, tmp_path):
+    kernel.run("handle = open('notes.txt', 'w')\nimport threading\nlock = threading.Lock()")
+    refused = kernel.run("%%e31 submit\nhandle.write('x')")
+    assert "handle" in refused.stderr and "open file" in refused.stderr and "inside the cell" in refused.stderr
+    refused = kernel.run("%%e31 submit\nwith lock:\n    pass")
+    assert "lock" in refused.stderr and "_thread.lock" in refused.stderr
+    assert client.jobs() == []
+    assert list((tmp_path / "data" / "inbox").iterdir()) == []  # nothing left behind
+
+
+def test_a_capture_over_the_limit_is_refused_with_its_size(kernel, client):
+    kernel.run("%config E31Magics.max_capture_bytes = 1_000_000\nimport numpy as np\nx = np.ones(500_000)")
+    refused = kernel.run("%%e31 submit\ny = x + 1")
+    assert "x (numpy.ndarray)" in refused.stderr and "3.8 MB" in refused.stderr and "limit" in refused.stderr
+    assert client.jobs() == []
+
+
+def test_a_failing_cell_fails_the_job_and_collect_shows_the_traceback(kernel, client):
+    job_id = _job_id(kernel.run("%%e31 submit\nbefore = 1\nafter = 1 / 0"))
+    job = wait_state(client, job_id, "failed", "succeeded")
+    assert job["state"] == "failed" and "ZeroDivisionError" in job["reason"]
+    collected = kernel.run(f"%e31 collect {job_id}")
+    assert "ZeroDivisionError" in collected.stderr
+    assert "NameError" in kernel.run("before").error  # no values loaded from a failed job
+
+
+def test_submit_notebook_with_parameters(kernel, client):
+    out = kernel.run(f"%e31 submit-notebook {EXAMPLES / 'train.ipynb'} -p epochs 3 --gpus 1 --wait")
+    job_id = _job_id(out)
+    job = client.job(job_id)
+    assert job["state"] == "succeeded", job["reason"]
+    assert job["work"]["parameters"] == {"epochs": 3}
+    assert len(client.download(job_id, "metrics.csv").decode().splitlines()) == 1 + 3
+
+
+def test_line_commands(kernel, client, gated):
+    job = gated.submit(client, "listed", gpus=1)
+    assert job["id"] in kernel.run("%e31 jobs").stdout
+    assert "listed" in kernel.run(f"%e31 status {job['id']}").stdout
+    kernel.run(f"%e31 cancel {job['id']}")
+    assert wait_state(client, job["id"], "cancelled")["state"] == "cancelled"
+    assert "No job 'nope'" in kernel.run("%e31 status nope").stderr
+    assert "Usage" in kernel.run("%e31 frobnicate").stderr
