@@ -176,3 +176,22 @@ def test_line_commands(kernel, client, gated):
     assert wait_state(client, job["id"], "cancelled")["state"] == "cancelled"
     assert "No job 'nope'" in kernel.run("%e31 status nope").stderr
     assert "Usage" in kernel.run("%e31 frobnicate").stderr
+
+
+def test_kernels_started_by_the_server_find_the_queue_by_themselves(server):
+    """The server puts its address and token in its kernels' environment: no setup in them."""
+    import psutil
+    import requests
+
+    headers = {"Authorization": f"token {server.token}"}
+    kernel = requests.post(f"{server.url}/api/kernels", json={"name": "python3"}, headers=headers, timeout=30)
+    assert kernel.status_code == 201, kernel.text
+    try:
+        children = psutil.Process(server.proc.pid).children(recursive=True)
+        kernels = [p for p in children if "ipykernel_launcher" in " ".join(p.cmdline())]
+        assert kernels
+        environ = kernels[0].environ()
+        assert environ["E31_URL"].rstrip("/") == server.url.rstrip("/")
+        assert environ["E31_TOKEN"] == server.token
+    finally:
+        requests.delete(f"{server.url}/api/kernels/{kernel.json()['id']}", headers=headers, timeout=30)
