@@ -11,6 +11,7 @@ from datetime import datetime, timezone
 
 from .client import FINAL_STATES, E31Client
 from .errors import E31Error
+from .text import format_age, format_seconds, parse_time  # noqa: F401 (parse_time: used by tests)
 
 STATES = ("queued", "running", "succeeded", "failed", "cancelled", "expired")
 LAUNCHERS = ("lab", "serve")
@@ -53,6 +54,9 @@ def submit_body(args: argparse.Namespace) -> dict:
         "team": args.team,
         "outputs": args.outputs,
         "reports": args.reports,
+        "image": args.image,
+        "memory": args.memory,
+        "cpus": args.cpus,
     }
     body.update({key: value for key, value in optional.items() if value is not None})
     return body
@@ -66,32 +70,6 @@ def format_table(headers: list[str], rows: list[list]) -> str:
     cells = [headers] + [["-" if cell is None else str(cell) for cell in row] for row in rows]
     widths = [max(len(row[i]) for row in cells) for i in range(len(headers))]
     return "\n".join("  ".join(c.ljust(w) for c, w in zip(row, widths)).rstrip() for row in cells)
-
-
-def format_seconds(seconds: float) -> str:
-    """A compact span of time: '45s', '12m', '1h30m', '2d3h'."""
-    seconds = int(seconds)
-    units = (("d", 86400), ("h", 3600), ("m", 60), ("s", 1))
-    parts = []
-    for unit, size in units:
-        if seconds >= size or (unit == "s" and not parts):
-            parts.append(f"{seconds // size}{unit}")
-            seconds %= size
-        if len(parts) == 2 or (parts and not seconds):
-            break
-    return "".join(parts)
-
-
-def parse_time(iso: str) -> datetime:
-    moment = datetime.fromisoformat(iso)
-    return moment if moment.tzinfo else moment.replace(tzinfo=timezone.utc)
-
-
-def format_age(iso: str | None, now: datetime | None = None) -> str | None:
-    if not iso:
-        return None
-    now = now or datetime.now(timezone.utc)
-    return format_seconds(max(0.0, (now - parse_time(iso)).total_seconds()))
 
 
 def describe(job: dict) -> str:
@@ -327,6 +305,13 @@ def launch(command: str, extra: list[str]) -> int:
 # -- the command line -------------------------------------------------------------------------
 
 
+def container_options(parser: argparse.ArgumentParser) -> None:
+    """--image, --memory, --cpus: for queues that run jobs in containers (c.E31.backend = 'docker')."""
+    parser.add_argument("--image", help="the container image to run in (default: the queue's)")
+    parser.add_argument("--memory", metavar="SIZE", help="the container's memory limit, e.g. 16g")
+    parser.add_argument("--cpus", type=float, help="the container's CPU limit, e.g. 8 or 0.5")
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="e31",
@@ -372,6 +357,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--report", dest="reports", action="append", metavar="FORMAT",
         help="report format (repeatable; default html)",
     )
+    container_options(submit)
     submit.add_argument("--wait", action="store_true", help="wait for the end; exit 0 only if it succeeded")
     json_flag(submit)
 

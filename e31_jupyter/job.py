@@ -6,11 +6,13 @@ Everything here is pure: parsing and checking, no I/O. Times are POSIX seconds (
 from __future__ import annotations
 
 import datetime as dt
+import math
 import re
 from dataclasses import asdict, dataclass, field
 from enum import Enum
 
 from .errors import InvalidRequest
+from .text import format_seconds
 
 
 class JobState(str, Enum):
@@ -101,18 +103,6 @@ def _bad_deadline(value) -> InvalidRequest:
     )
 
 
-def format_duration(seconds: float) -> str:
-    seconds = int(round(seconds))
-    parts = []
-    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
-        if seconds >= size:
-            parts.append(f"{seconds // size}{unit}")
-            seconds %= size
-    if seconds or not parts:
-        parts.append(f"{seconds}s")
-    return "".join(parts)
-
-
 def iso(ts: float | None) -> str | None:
     if ts is None:
         return None
@@ -143,6 +133,8 @@ class Request:
     expected_runtime_s: float | None = None
     deadline: float | None = None
     max_runtime_given: bool = False
+    memory_bytes: int | None = None  # a container's memory limit (container backends only)
+    cpus: float | None = None  # a container's CPU limit (container backends only)
 
     def runtime_estimate(self) -> float:
         """How long the job is expected to hold its GPUs, for deadline and backfill decisions.
@@ -168,6 +160,7 @@ class JobSpec:
     team: str = ""
     outputs: list[str] = field(default_factory=list)
     reports: list[str] = field(default_factory=lambda: list(REPORT_FORMATS))
+    image: str = ""  # the container image (container backends only)
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -180,7 +173,24 @@ class JobSpec:
 _SUBMIT_FIELDS = {
     "path", "notebook", "notebook_name", "parameters", "data", "gpus", "max_runtime",
     "expected_runtime", "deadline", "name", "team", "outputs", "reports", "inputs", "fingerprint",
+    "image", "memory", "cpus",
 }  # fmt: skip
+_CONTAINER_FIELDS = ("image", "memory", "cpus")
+
+
+@dataclass
+class ContainerLimits:
+    """What a container backend allows: its images, and the most memory and CPUs a job may
+    have (which is also what a job gets when it asks for no limit of its own)."""
+
+    default_image: str = ""
+    allowed_images: list[str] = field(default_factory=list)
+    max_memory_bytes: int | None = None
+    max_cpus: float | None = None
+
+    @property
+    def images(self) -> list[str]:
+        return [i for i in dict.fromkeys([self.default_image, *self.allowed_images]) if i]
 
 
 @dataclass
@@ -190,6 +200,7 @@ class Limits:
     inventory: list[str]
     default_max_runtime_s: float
     kernels: list[str]
+    container: ContainerLimits | None = None  # None: jobs run as processes, not in containers
 
 
 def validate_request(body: dict, limits: Limits, now: float) -> tuple[Request, list[str]]:
@@ -200,6 +211,7 @@ def validate_request(body: dict, limits: Limits, now: float) -> tuple[Request, l
             f"Unknown field(s): {', '.join(unknown)}. Allowed: {', '.join(sorted(_SUBMIT_FIELDS))}."
         )
     gpus = _validate_gpus(body.get("gpus", 0), limits.inventory)
+    resources = _validate_container_resources(body, limits.container)
     warnings: list[str] = []
     given = body.get("max_runtime") not in (None, "")
     max_runtime = (
@@ -210,8 +222,8 @@ def validate_request(body: dict, limits: Limits, now: float) -> tuple[Request, l
         expected = parse_duration(body["expected_runtime"], "expected_runtime")
         if expected > max_runtime:
             raise InvalidRequest(
-                f"expected_runtime ({format_duration(expected)}) is longer than max_runtime "
-                f"({format_duration(max_runtime)}); the job would be stopped before it is expected "
+                f"expected_runtime ({format_seconds(expected)}) is longer than max_runtime "
+                f"({format_seconds(max_runtime)}); the job would be stopped before it is expected "
                 "to finish. Raise max_runtime or lower expected_runtime."
             )
     deadline = None
@@ -222,23 +234,23 @@ def validate_request(body: dict, limits: Limits, now: float) -> tuple[Request, l
                 f"deadline: {body['deadline']!r} ({iso(deadline)}) is in the past. "
                 "Give a future time, e.g. +6h or 08:00."
             )
-        request = Request(gpus, max_runtime, expected, deadline, given)
+        request = Request(gpus, max_runtime, expected, deadline, given, **resources)
         slack = deadline - now
         if expected is not None and expected > slack:
             warnings.append(
-                f"expected_runtime ({format_duration(expected)}) is longer than the time to the "
-                f"deadline ({format_duration(slack)}): the job cannot finish in time and will "
+                f"expected_runtime ({format_seconds(expected)}) is longer than the time to the "
+                f"deadline ({format_seconds(slack)}): the job cannot finish in time and will "
                 "expire unless it starts at once."
             )
         if given and expected is None and max_runtime > slack:
             warnings.append(
-                f"max_runtime ({format_duration(max_runtime)}) is longer than the time to the "
-                f"deadline ({format_duration(slack)}). Without expected_runtime e31 assumes the job "
+                f"max_runtime ({format_seconds(max_runtime)}) is longer than the time to the "
+                f"deadline ({format_seconds(slack)}). Without expected_runtime e31 assumes the job "
                 "needs all of max_runtime, so it expires unless it can start right away. "
                 "Give expected_runtime to say how long it usually takes."
             )
         return request, warnings
-    return Request(gpus, max_runtime, expected, None, given), warnings
+    return Request(gpus, max_runtime, expected, None, given, **resources), warnings
 
 
 def whole_number(value, field_name: str) -> int:
@@ -271,6 +283,106 @@ def _validate_gpus(value, inventory: list[str]) -> int:
 
 def _inventory_text(inventory: list[str]) -> str:
     return f"{len(inventory)} GPU(s): {', '.join(inventory)}" if inventory else "no GPUs"
+
+
+def validate_image(body: dict, limits: Limits) -> str:
+    """The job's container image: the one asked for if it is allowed, else the default
+    ("" when jobs do not run in containers)."""
+    if limits.container is None:
+        return ""
+    allowed = limits.container.images
+    image = validate_text(body, "image") or limits.container.default_image
+    if not image:
+        raise InvalidRequest(
+            "image: this queue has no default image (c.E31.docker_image); name one"
+            + (f". Allowed: {', '.join(allowed)}." if allowed else ".")
+        )
+    if image not in allowed:
+        raise InvalidRequest(
+            f"image: {image!r} is not allowed here. Allowed: {', '.join(allowed)}. "
+            "An admin can add images with c.E31.docker_allowed_images."
+        )
+    return image
+
+
+def _validate_container_resources(body: dict, container: ContainerLimits | None) -> dict:
+    """A container's memory and CPU limits: asked for (at most the configured ones), else the
+    configured ones. Refused when jobs do not run in containers: no limit would be enforced."""
+    if container is None:
+        given = [key for key in _CONTAINER_FIELDS if body.get(key) not in (None, "")]
+        if given:
+            raise InvalidRequest(
+                f"{', '.join(given)}: this queue runs jobs as processes on its own machine, "
+                "without an image or memory and CPU limits. Leave them out, or use a queue "
+                "that runs jobs in containers (c.E31.backend = 'docker')."
+            )
+        return {}
+    memory = container.max_memory_bytes
+    if body.get("memory") not in (None, ""):
+        memory = parse_memory(body["memory"], "memory")
+        if container.max_memory_bytes is not None and memory > container.max_memory_bytes:
+            raise InvalidRequest(
+                f"memory: asked for {format_memory(memory)}, but jobs here may have at most "
+                f"{format_memory(container.max_memory_bytes)}."
+            )
+    cpus = container.max_cpus
+    if body.get("cpus") not in (None, ""):
+        cpus = parse_cpus(body["cpus"], "cpus")
+        if container.max_cpus is not None and cpus > container.max_cpus:
+            raise InvalidRequest(
+                f"cpus: asked for {cpus:g}, but jobs here may have at most {container.max_cpus:g}."
+            )
+    return {"memory_bytes": memory, "cpus": cpus}
+
+
+_MEMORY_UNITS = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}
+MIN_MEMORY_BYTES = 6 << 20  # Docker's smallest memory limit
+
+
+def parse_memory(value, field_name: str) -> int:
+    """Bytes from ``512m``, ``8g``, ``1.5GiB`` (binary units, as Docker reads them) or a number."""
+    match = None
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        number, unit = float(value), ""
+    elif isinstance(value, str):
+        match = re.fullmatch(r"(\d+(?:\.\d+)?)\s*([kmgt]?)(?:i?b)?", value.strip().lower())
+        if match is None:
+            raise _bad_memory(value, field_name)
+        number, unit = float(match[1]), match[2]
+    else:
+        raise _bad_memory(value, field_name)
+    size = int(number * _MEMORY_UNITS[unit])
+    if not MIN_MEMORY_BYTES <= size <= 1 << 50:
+        raise InvalidRequest(f"{field_name} must be between 6m and 1024t, got {value!r}.")
+    return size
+
+
+def _bad_memory(value, field_name: str) -> InvalidRequest:
+    return InvalidRequest(
+        f"{field_name}: cannot read {value!r} as an amount of memory. "
+        "Use a number with a unit, such as 512m, 8g or 1.5g."
+    )
+
+
+def format_memory(size: int) -> str:
+    """``8g``, ``512m``, ``1.5g``: as parse_memory reads it."""
+    for unit in ("t", "g", "m", "k"):
+        if size >= _MEMORY_UNITS[unit]:
+            return f"{size / _MEMORY_UNITS[unit]:.3g}{unit}"
+    return str(size)
+
+
+def parse_cpus(value, field_name: str) -> float:
+    """A number of CPUs, fractions allowed (0.5 is half a CPU's time)."""
+    try:
+        cpus = float(value) if not isinstance(value, bool) else math.nan
+    except (TypeError, ValueError):
+        cpus = math.nan
+    if not 0.01 <= cpus <= 4096:  # also refuses NaN and infinity
+        raise InvalidRequest(
+            f"{field_name} must be a number of CPUs from 0.01 on, such as 4 or 0.5; got {value!r}."
+        )
+    return cpus
 
 
 def validate_outputs(body: dict) -> tuple[list[str], list[str]]:

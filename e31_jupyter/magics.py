@@ -21,10 +21,9 @@ from pathlib import Path
 from types import ModuleType
 
 from IPython.core.magic import Magics, line_cell_magic, magics_class
-from IPython.display import publish_display_data
 from traitlets import Int, Unicode
 
-from . import cli, values
+from . import cli, values, widgets
 from .client import FINAL_STATES, E31Client, safe_destination
 from .errors import E31Error, InvalidRequest
 from .packaging import CELL_TAG, DEFAULT_KERNEL, cell_names, cell_notebook, import_line
@@ -69,6 +68,7 @@ def _cell_parser() -> argparse.ArgumentParser:
     parser.add_argument("--out", dest="outputs", metavar="NAMES", help="names to return (default: all assigned)")
     parser.add_argument("--output", dest="files", action="append", metavar="GLOB", help="files to collect")
     parser.add_argument("--data", action="append", metavar="PATH", help="a file or folder to copy in")
+    cli.container_options(parser)
     parser.add_argument("--wait", action="store_true", help="block until it ends, then collect")
     parser.add_argument("--new", action="store_true", help="submit again even if this cell already ran")
     return parser
@@ -210,6 +210,10 @@ class E31Magics(Magics):
             return job
         if command == "submit-notebook":
             return self.submit_notebook(rest)
+        if command == "jobs" and not rest:
+            return widgets.show_jobs(self.client)
+        if command == "status" and len(rest) == 1:
+            return self.show(self.client.job(rest[0]))
         args = _cli_args([command, *rest])
         args.run(self.client, args)
 
@@ -225,9 +229,11 @@ class E31Magics(Magics):
     # --- showing and collecting -----------------------------------------------------------
 
     def show(self, job: dict, warnings: list[str] = ()) -> None:
+        """A line for the record (and for terminals), and the live job widget."""
         for warning in warnings:
             print(f"e31: warning: {warning}", file=sys.stderr)
         print(f"e31: job {job['id']} ({job['name']}): {cli.describe(job)}")
+        widgets.show_job(self.client, job, on_collect=self.collect)
 
     def collect(self, job_id: str, to: str | None = None) -> dict:
         """Bring a finished job back: its returned values into the namespace, its files beside
@@ -240,11 +246,13 @@ class E31Magics(Magics):
         notebook = self._executed_notebook(job_id)
         if job["state"] != "succeeded":
             self.show(job)
-            _replay(notebook, errors_only=True)
+            if notebook is not None:
+                widgets.replay_outputs(notebook, errors_only=True)
             return job
         loaded = self._load_values(job_id)
         folder = self._save_files(job, to)
-        _replay(notebook)
+        if notebook is not None:
+            widgets.replay_outputs(notebook)
         summary = [f"job {job['id']} ({job['name']}) succeeded"]
         if loaded:
             summary.append("loaded " + ", ".join(loaded))
@@ -294,31 +302,6 @@ class E31Magics(Magics):
         return base.with_name(f"{base.name}-{job['id']}")
 
 
-def _replay(notebook: dict | None, errors_only: bool = False) -> None:
-    """Show again what the job's cell displayed (all cells, for a whole-notebook job)."""
-    if notebook is None:
-        return
-    cells = [c for c in notebook["cells"] if c["cell_type"] == "code"]
-    tagged = [c for c in cells if CELL_TAG in c.get("metadata", {}).get("tags", [])]
-    for cell in tagged or cells:
-        for output in cell.get("outputs", []):
-            kind = output["output_type"]
-            if kind == "error":
-                print("\n".join(output.get("traceback", [])), file=sys.stderr)
-            elif errors_only:
-                continue
-            elif kind == "stream":
-                stream = sys.stderr if output.get("name") == "stderr" else sys.stdout
-                stream.write(_text(output.get("text", "")))
-            elif kind in ("display_data", "execute_result"):
-                data = {k: _text(v) if isinstance(v, list) else v for k, v in output["data"].items()}
-                publish_display_data(data, output.get("metadata", {}))
-
-
-def _text(value) -> str:
-    return "".join(value) if isinstance(value, list) else value
-
-
 def _names(text: str) -> list[str]:
     names = [n.strip() for n in text.split(",") if n.strip()]
     for name in names:
@@ -336,6 +319,9 @@ def _request(args: argparse.Namespace) -> dict:
         "team": args.team,
         "outputs": args.files,
         "data": [os.path.abspath(p) for p in args.data] if args.data else None,
+        "image": args.image,
+        "memory": args.memory,
+        "cpus": args.cpus,
     }
     return {k: v for k, v in request.items() if v is not None}
 

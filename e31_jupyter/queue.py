@@ -34,9 +34,9 @@ from .job import (
     JobState,
     Limits,
     Request,
-    format_duration,
     iso,
     string_list,
+    validate_image,
     validate_outputs,
     validate_parameters,
     validate_request,
@@ -45,6 +45,7 @@ from .job import (
 from .jobdir import JobDir, write_json_atomic
 from .packaging import kernel_of, notebook_from_request
 from .store import Store
+from .text import format_seconds
 from .values import INDEX as VALUES_INDEX
 from .values import read_index
 
@@ -162,7 +163,10 @@ class Queue:
         if not isinstance(body, dict):
             raise InvalidRequest("The request body must be a JSON object.")
         now = self.clock()
-        limits = Limits(self.settings.inventory, self.settings.default_max_runtime_s, kernels)
+        limits = Limits(
+            self.settings.inventory, self.settings.default_max_runtime_s, kernels,
+            container=getattr(self.backend, "container_limits", None),
+        )  # fmt: skip
         request, warnings = validate_request(body, limits, now)
         outputs, reports = validate_outputs(body)
         parameters = validate_parameters(body.get("parameters"))
@@ -179,6 +183,7 @@ class Queue:
             team=validate_text(body, "team"),
             outputs=outputs,
             reports=reports,
+            image=validate_image(body, limits),
         )
         job_id = _new_job_id()
         await asyncio.to_thread(self._stage, job_id, spec, notebook, data, inputs)
@@ -464,7 +469,7 @@ def _final_state(job: dict, manifest: dict | None, exit_code: int | None, start_
     if job["stop_requested"] == "cancel":
         return "cancelled", job["reason"].removeprefix("cancelling: ") or "cancelled"
     if job["stop_requested"] == "timeout":
-        return "failed", f"timeout: ran longer than max_runtime ({format_duration(job['max_runtime_s'])})"
+        return "failed", f"timeout: ran longer than max_runtime ({format_seconds(job['max_runtime_s'])})"
     if manifest and manifest.get("status") == "succeeded":
         return "succeeded", ""
     if manifest and manifest.get("status") == "failed":

@@ -19,6 +19,7 @@ from types import ModuleType
 import cloudpickle
 
 from .errors import InvalidRequest
+from .text import format_size
 
 INDEX = "values.json"
 DEFAULT_LIMIT_BYTES = 8 << 30
@@ -119,17 +120,10 @@ def _check_room(name: str, value, written: int, room: int) -> None:
     if written > room:
         raise CannotTravel(
             f"{name} ({_type_name(value)}) makes the capture larger than the limit "
-            f"({_size(written)} so far, at most {_size(max(room, 0))} left of the limit). Load the "
+            f"({format_size(written)} so far, at most {format_size(max(room, 0))} left of the limit). Load the "
             "data inside the cell from a file (--data PATH), or raise the limit "
             "(c.E31Magics.max_capture_bytes)."
         )
-
-
-def _size(n: int) -> str:
-    for unit in ("B", "KB", "MB", "GB"):
-        if n < 1024 or unit == "GB":
-            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
-        n /= 1024
 
 
 def load(folder: Path, names: list[str] | None = None) -> dict:

@@ -1,0 +1,44 @@
+"""Numbers and times as people read them, shared by the CLI, the widgets and error messages."""
+
+from __future__ import annotations
+
+from datetime import datetime, timezone
+
+
+def format_seconds(seconds: float) -> str:
+    """A compact span of time: '45s', '12m', '1h30m', '2d3h'."""
+    seconds = int(seconds)
+    units = (("d", 86400), ("h", 3600), ("m", 60), ("s", 1))
+    parts = []
+    for unit, size in units:
+        if seconds >= size or (unit == "s" and not parts):
+            parts.append(f"{seconds // size}{unit}")
+            seconds %= size
+        if len(parts) == 2 or (parts and not seconds):
+            break
+    return "".join(parts)
+
+
+def parse_time(iso: str) -> datetime:
+    moment = datetime.fromisoformat(iso)
+    return moment if moment.tzinfo else moment.replace(tzinfo=timezone.utc)
+
+
+def format_age(iso: str | None, now: datetime | None = None) -> str | None:
+    """How long ago an ISO time was: '12m', '3h20m' (None for no time)."""
+    if not iso:
+        return None
+    now = now or datetime.now(timezone.utc)
+    return format_seconds(max(0.0, (now - parse_time(iso)).total_seconds()))
+
+
+def format_size(n: float) -> str:
+    for unit in ("B", "KB", "MB", "GB"):
+        if n < 1024 or unit == "GB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024
+
+
+def ordinal(n: int) -> str:
+    suffix = "th" if 10 <= n % 100 <= 20 else {1: "st", 2: "nd", 3: "rd"}.get(n % 10, "th")
+    return f"{n}{suffix}"

@@ -1,0 +1,425 @@
+"""ipywidgets that follow jobs live: one job, the job list, and the meter.
+
+Every widget on screen is refreshed by one background poller per kernel: one request per tick
+(the user's job list) however many widgets there are, fast while something changes, slower
+while nothing does, and stopped when every widget shows a final job or was closed. Besides the
+live widget each job display carries a static HTML snapshot of its last known state, hidden by
+CSS while the widget is alive, so a notebook reopened without a kernel still shows it.
+"""
+
+from __future__ import annotations
+
+import html
+import sys
+import threading
+import time
+import uuid
+import weakref
+from datetime import datetime, timezone
+from urllib.parse import quote, urlparse
+
+import ipywidgets as w
+from IPython.display import HTML, display, publish_display_data
+
+from .client import FINAL_STATES, E31Client
+from .packaging import CELL_TAG
+from .text import format_age, format_seconds, format_size, ordinal
+
+POLL_FAST_S, POLL_SLOW_S = 0.5, 5.0
+STATE_COLOURS = {
+    "queued": "#8a6d00", "running": "#1565c0", "succeeded": "#2e7d32",
+    "failed": "#c62828", "cancelled": "#616161", "expired": "#6a1b9a",
+}  # fmt: skip
+LIVE_CLASS = "e31-live"
+_SNAPSHOT_STYLE = (
+    "<style>.jp-OutputArea-child:has(.e31-live) + .jp-OutputArea-child .e31-snapshot,"
+    ".output_area:has(.e31-live) + .output_area .e31-snapshot{display:none}</style>"
+)
+
+
+# --- formatting (pure) ------------------------------------------------------------------------
+
+
+def format_position(position: int | None) -> str:
+    return f"{ordinal(position)} in line" if position else "waiting"
+
+
+def format_meter(meter: dict) -> str:
+    text = f"{meter['gpu_hours']:.4f} GPU-hours"
+    return text + (f" · {meter['cost']:.2f} {meter['currency']}" if meter.get("cost") else "")
+
+
+def badge(state: str) -> str:
+    colour = STATE_COLOURS.get(state, "#444")
+    return (
+        f'<span style="background:{colour};color:white;border-radius:3px;padding:1px 6px;'
+        f'font-size:85%;font-weight:600">{html.escape(state)}</span>'
+    )
+
+
+def status_line(job: dict, pool: dict | None = None) -> str:
+    """One line on where the job stands: its place in line, its grant, or how it ended."""
+    state = job["state"]
+    if state == "queued":
+        text = format_position(job.get("queue_position"))
+        if pool:
+            text += f" · {pool['total'] - pool['free']} of {pool['total']} GPUs busy ({pool['running']} jobs)"
+        return text
+    if state == "running":
+        gpus = ", ".join(job["gpus"]) or "none"
+        return f"GPUs {gpus} · running for {format_seconds(_elapsed(job))} · {format_meter(job['meter'])}"
+    return f"{format_meter(job['meter'])} · ended {format_age(job.get('finished_at'))} ago"
+
+
+def _elapsed(job: dict) -> float:
+    started = job.get("started_at")
+    return time.time() - datetime.fromisoformat(started).timestamp() if started else 0.0
+
+
+def replay_outputs(notebook: dict, errors_only: bool = False) -> None:
+    """Show again what the job's cell displayed (every cell's, for a whole-notebook job)."""
+    cells = [c for c in notebook["cells"] if c["cell_type"] == "code"]
+    tagged = [c for c in cells if CELL_TAG in c.get("metadata", {}).get("tags", [])]
+    for cell in tagged or cells:
+        for output in cell.get("outputs", []):
+            kind = output["output_type"]
+            if kind == "error":
+                print("\n".join(output.get("traceback", [])), file=sys.stderr)
+            elif errors_only:
+                continue
+            elif kind == "stream":
+                stream = sys.stderr if output.get("name") == "stderr" else sys.stdout
+                stream.write(_text(output.get("text", "")))
+            elif kind in ("display_data", "execute_result"):
+                data = {k: _text(v) if isinstance(v, list) else v for k, v in output["data"].items()}
+                publish_display_data(data, output.get("metadata", {}))
+
+
+def _text(value) -> str:
+    return "".join(value) if isinstance(value, list) else value
+
+
+# --- the poller -------------------------------------------------------------------------------
+
+
+class Poller:
+    """One thread per kernel refreshes every live widget from one request per tick."""
+
+    def __init__(self, client: E31Client):
+        self.client = client
+        self._widgets: weakref.WeakSet = weakref.WeakSet()
+        self._lock = threading.Lock()
+        self._thread: threading.Thread | None = None
+        self._wake = threading.Event()
+
+    def watch(self, widget) -> None:
+        with self._lock:
+            self._widgets.add(widget)
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._run, name="e31-widgets", daemon=True)
+                self._thread.start()
+        self._wake.set()
+
+    def forget(self, widget) -> None:
+        with self._lock:
+            self._widgets.discard(widget)
+
+    @property
+    def running(self) -> bool:
+        return self._thread is not None
+
+    def _live(self) -> list:
+        with self._lock:
+            live = [x for x in self._widgets if not x.done]
+            if not live:
+                self._thread = None  # decided under the lock: a new watch() starts a new thread
+            return live
+
+    def _run(self) -> None:
+        interval = POLL_FAST_S
+        while live := self._live():
+            try:
+                jobs = {job["id"]: job for job in self.client.jobs()}
+                changed = [x.refresh(jobs) for x in live]
+            except Exception:  # the server is restarting, say: keep the widgets, try later
+                changed = []
+            busy = any(changed) or any(j["state"] == "running" for j in jobs.values())
+            interval = POLL_FAST_S if busy else min(interval * 1.5, POLL_SLOW_S)
+            self._wake.wait(interval)
+            self._wake.clear()
+
+
+_pollers: dict[int, Poller] = {}
+
+
+def poller_for(client: E31Client) -> Poller:
+    if id(client) not in _pollers:
+        _pollers[id(client)] = Poller(client)
+    return _pollers[id(client)]
+
+
+# --- one job --------------------------------------------------------------------------------
+
+
+class JobWidget(w.VBox):
+    """A job: state, place in line, progress, meter, log; its outputs, files and values at the end;
+    Cancel, Collect and Open report."""
+
+    def __init__(self, client: E31Client, job: dict, on_collect=None):
+        self.client, self.job_id, self.on_collect = client, job["id"], on_collect
+        self.job: dict = {}
+        self.done = False
+        self._snapshot = None
+        self.header = w.HTML()
+        self.line = w.HTML()
+        self.progress = w.IntProgress(value=0, min=0, max=1, layout=w.Layout(width="60%"))
+        self.progress_text = w.HTML()
+        self.log_html = w.HTML()
+        self.log_box = w.Accordion(children=[self.log_html], selected_index=None)
+        self.log_box.set_title(0, "Log")
+        self.outputs = w.Output()
+        self.files = w.HTML()
+        self.values = w.HTML()
+        self.cancel_button = w.Button(description="Cancel", button_style="danger", icon="stop")
+        self.collect_button = w.Button(description="Collect", button_style="success", icon="download")
+        self.report_link = w.HTML()
+        self.cancel_button.on_click(lambda _: self.cancel())
+        self.collect_button.on_click(lambda _: self.collect())
+        buttons = w.HBox([self.cancel_button, self.collect_button, self.report_link])
+        progress_row = w.HBox([self.progress, self.progress_text])
+        super().__init__(
+            [self.header, self.line, progress_row, self.log_box, self.outputs, self.files, self.values, buttons]
+        )
+        self.add_class(LIVE_CLASS)
+        self.update(job)
+
+    # state ---------------------------------------------------------------------------------
+
+    def refresh(self, jobs: dict) -> bool:
+        """Take the job's newest record from the poller's list; True when something changed."""
+        job = jobs.get(self.job_id)
+        if job is None:
+            return False
+        changed = _essentials(job) != _essentials(self.job)
+        self.update(job)
+        return changed
+
+    def update(self, job: dict) -> None:
+        was_final = self.job.get("state") in FINAL_STATES
+        first_update = not self.job
+        self.job = job
+        state = job["state"]
+        reason = f" — {html.escape(job['reason'])}" if job.get("reason") else ""
+        self.header.value = (
+            f"<b>{html.escape(job['name'])}</b> {badge(state)}<span style='color:#555'>{reason}</span>"
+            f" <code style='color:#777'>{job['id']}</code>"
+        )
+        self.line.value = status_line(job)
+        self._show_progress(job)
+        self.cancel_button.layout.display = None if state in ("queued", "running") else "none"
+        self.collect_button.layout.display = None if state == "succeeded" else "none"
+        if self.log_box.selected_index == 0 and state == "running":
+            self._show_log()
+        if state in FINAL_STATES and (not was_final or first_update):
+            self._show_results(job)
+        self.done = state in FINAL_STATES
+        self._update_snapshot()
+
+    def _show_progress(self, job: dict) -> None:
+        progress = job.get("progress") or {}
+        total = progress.get("cells_total") or 0
+        done = progress.get("cells_done") or 0
+        self.progress.max = max(total, 1)
+        self.progress.value = min(done, self.progress.max)
+        visible = job["state"] == "running" or (job["state"] in FINAL_STATES and total)
+        self.progress.layout.visibility = "visible" if visible else "hidden"
+        current = progress.get("current_cell")
+        at = f", running cell {current + 1}" if current is not None and job["state"] == "running" else ""
+        self.progress_text.value = f"&nbsp;{done} of {total} cells{at}" if total else ""
+
+    def _show_log(self) -> None:
+        try:
+            tail = self.client.log_tail(self.job_id, 40)
+        except Exception:
+            return
+        self.log_html.value = f"<pre style='max-height:16em;overflow:auto;font-size:85%'>{html.escape(tail)}</pre>"
+
+    def _show_results(self, job: dict) -> None:
+        """Once: the cell's outputs, the files with download links, the values, the report link."""
+        self._show_log()
+        base = _api_path(self.client)
+        try:
+            files = self.client.files(self.job_id)
+            listing = self.client.values(self.job_id)["values"] if job["state"] == "succeeded" else []
+            notebook = self.client.notebook(self.job_id)
+        except Exception:
+            files, listing, notebook = [], [], None
+        self.files.value = _files_html(base, self.job_id, files)
+        self.values.value = _values_html(listing)
+        if job["state"] != "cancelled" and job.get("started_at"):
+            href = f"{base}jobs/{quote(self.job_id)}/report"
+            self.report_link.value = f'<a href="{href}" target="_blank" rel="noopener">Open report ↗</a>'
+        if notebook is not None:
+            with self.outputs:
+                replay_outputs(notebook, errors_only=job["state"] != "succeeded")
+
+    # actions -------------------------------------------------------------------------------
+
+    def cancel(self) -> None:
+        try:
+            self.update(self.client.cancel(self.job_id))
+        except Exception as error:
+            self.line.value = f"<span style='color:#c62828'>{html.escape(str(error))}</span>"
+
+    def collect(self) -> None:
+        if self.on_collect is not None:
+            with self.outputs:
+                self.on_collect(self.job_id)
+
+    # the static snapshot -----------------------------------------------------------------------
+
+    def display_with_snapshot(self) -> None:
+        display(self)
+        self._snapshot = display(HTML(self.snapshot_html()), display_id=f"e31-{uuid.uuid4().hex}")
+
+    def _update_snapshot(self) -> None:
+        if self._snapshot is not None:
+            self._snapshot.update(HTML(self.snapshot_html()))
+
+    def snapshot_html(self) -> str:
+        job = self.job
+        return (
+            f"{_SNAPSHOT_STYLE}<div class='e31-snapshot' style='border-left:3px solid "
+            f"{STATE_COLOURS.get(job['state'], '#444')};padding:2px 8px'>"
+            f"<b>{html.escape(job['name'])}</b> {badge(job['state'])} "
+            f"<code>{job['id']}</code><br>{status_line(job)}"
+            f"<br><small style='color:#777'>last known state, {datetime.now():%Y-%m-%d %H:%M}; "
+            f"<code>%e31 status {job['id']}</code> shows it now</small></div>"
+        )
+
+    def close(self):
+        poller_for(self.client).forget(self)
+        super().close()
+
+
+def _essentials(job: dict) -> tuple:
+    if not job:
+        return ()
+    progress = job.get("progress") or {}
+    return (job["state"], job.get("reason"), job.get("queue_position"), progress.get("cells_done"))
+
+
+def _api_path(client: E31Client) -> str:
+    """The API's path on the server (base URL included), for links the browser follows with its
+    own login cookie."""
+    return urlparse(client.url).path.rstrip("/") + "/e31/api/"
+
+
+def _files_html(base: str, job_id: str, files: list[dict]) -> str:
+    if not files:
+        return ""
+    rows = "".join(
+        f"<li><a href='{base}jobs/{quote(job_id)}/files/{quote(f['path'])}' download>"
+        f"{html.escape(f['path'])}</a> <span style='color:#777'>{format_size(f['size'])}</span></li>"
+        for f in files
+    )
+    return f"<b>Files</b><ul style='margin:2px 0'>{rows}</ul>"
+
+
+def _values_html(listing: list[dict]) -> str:
+    if not listing:
+        return ""
+    rows = "".join(
+        f"<tr><td><code>{html.escape(v['name'])}</code></td><td>{html.escape(v['type'])}</td>"
+        f"<td>{'not returned: ' + html.escape(v['skipped']) if v.get('skipped') else format_size(v['size'])}</td></tr>"
+        for v in listing
+    )
+    return f"<b>Values</b><table style='margin:2px 0'>{rows}</table>"
+
+
+def show_job(client: E31Client, job: dict, on_collect=None) -> JobWidget:
+    widget = JobWidget(client, job, on_collect)
+    widget.display_with_snapshot()
+    if not widget.done:
+        poller_for(client).watch(widget)
+    return widget
+
+
+# --- the job list ---------------------------------------------------------------------------
+
+
+class JobsWidget(w.VBox):
+    """The user's jobs, the meter today and this week by team, and the GPU pool."""
+
+    def __init__(self, client: E31Client):
+        self.client = client
+        self.done = False
+        self.table = w.HTML()
+        self.meter = w.HTML()
+        self.pool = w.HTML()
+        super().__init__([self.table, self.meter, self.pool])
+        self.add_class(LIVE_CLASS)
+        self.refresh({job["id"]: job for job in client.jobs()})
+
+    def refresh(self, jobs: dict) -> bool:
+        self.table.value = jobs_table(list(jobs.values()))
+        now = time.time()
+        midnight = datetime.now().replace(hour=0, minute=0, second=0, microsecond=0).timestamp()
+        today = self.client.meter(since=_iso(midnight))
+        week = self.client.meter(since=_iso(now - 7 * 86400))
+        self.meter.value = meter_table(today, week)
+        self.pool.value = pool_html(self.client.gpus())
+        self.done = all(job["state"] in FINAL_STATES for job in jobs.values())
+        return True
+
+    def close(self):
+        poller_for(self.client).forget(self)
+        super().close()
+
+
+def _iso(ts: float) -> str:
+    return datetime.fromtimestamp(ts, timezone.utc).isoformat()
+
+
+def jobs_table(jobs: list[dict]) -> str:
+    jobs = sorted(jobs, key=lambda j: j["submitted_at"], reverse=True)
+    rows = "".join(
+        f"<tr><td><code>{j['id']}</code></td><td>{html.escape(j['name'])}</td><td>{badge(j['state'])}</td>"
+        f"<td>{j['queue_position'] or ''}</td><td>{j['meter']['gpu_hours']:.4f}</td>"
+        f"<td>{format_age(j['submitted_at'])} ago</td></tr>"
+        for j in jobs
+    )
+    head = "<tr><th>job</th><th>name</th><th>state</th><th>in line</th><th>GPU-h</th><th>submitted</th></tr>"
+    return f"<table>{head}{rows}</table>" if jobs else "<i>No jobs yet.</i>"
+
+
+def meter_table(today: dict, week: dict) -> str:
+    teams = sorted(set(today["by_team"]) | set(week["by_team"]))
+    zero = {"gpu_hours": 0.0, "cost": 0.0}
+    rows = "".join(
+        f"<tr><td>{html.escape(t)}</td><td>{today['by_team'].get(t, zero)['gpu_hours']:.3f}</td>"
+        f"<td>{week['by_team'].get(t, zero)['gpu_hours']:.3f}</td></tr>"
+        for t in teams
+    )
+    total = (
+        f"<tr><td><b>total</b></td><td><b>{today['gpu_hours']:.3f}</b> ({today['cost']:.2f} {today['currency']})</td>"
+        f"<td><b>{week['gpu_hours']:.3f}</b> ({week['cost']:.2f} {week['currency']})</td></tr>"
+    )
+    return f"<b>Meter</b> (GPU-hours)<table><tr><th>team</th><th>today</th><th>7 days</th></tr>{rows}{total}</table>"
+
+
+def pool_html(pool: dict) -> str:
+    cells = "".join(
+        f"<td style='padding:2px 6px;border:1px solid #ccc'>GPU {html.escape(g['id'])}: "
+        f"{html.escape(g['job_name'] or g['owner'] or 'busy') if g['busy'] else 'free'}</td>"
+        for g in pool["gpus"]
+    )
+    return f"<b>GPUs</b> ({pool['free']} of {pool['total']} free, {pool['queued']} queued)<table><tr>{cells}</tr></table>"
+
+
+def show_jobs(client: E31Client) -> JobsWidget:
+    widget = JobsWidget(client)
+    display(widget)
+    if not widget.done:
+        poller_for(client).watch(widget)
+    return widget

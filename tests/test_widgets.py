@@ -1,0 +1,109 @@
+"""The job widgets' models, against a real server (the browser tests check what they look like)."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+from conftest import wait_for, wait_state
+
+from e31_jupyter import widgets
+from e31_jupyter.client import E31Client
+
+
+class CountingClient(E31Client):
+    """A real client that also counts the requests it makes."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.requests = 0
+
+    def _request(self, *args, **kwargs):
+        self.requests += 1
+        return super()._request(*args, **kwargs)
+
+
+@pytest.mark.parametrize(
+    "n, text", [(1, "1st"), (2, "2nd"), (3, "3rd"), (4, "4th"), (11, "11th"), (12, "12th"), (21, "21st"), (113, "113th")]
+)
+def test_positions_read_as_places_in_line(n, text):
+    assert widgets.format_position(n) == f"{text} in line"
+
+
+def test_meter_formatting():
+    meter = {"gpu_seconds": 5400, "gpu_hours": 1.5, "cost": 3.75, "currency": "EUR"}
+    assert widgets.format_meter(meter) == "1.5000 GPU-hours · 3.75 EUR"
+    assert widgets.format_meter({**meter, "cost": 0}) == "1.5000 GPU-hours"
+
+
+def test_a_job_widget_follows_its_job_from_queued_to_succeeded(server, gated):
+    client = CountingClient(server.url, server.token)
+    blocker = wait_state(client, gated.submit(client, "blocker", gpus=2)["id"], "running")
+    job = gated.submit(client, "follow", gpus=1)
+    widget = widgets.JobWidget(client, job)
+    poller = widgets.poller_for(client)
+    poller.watch(widget)
+    assert "queued" in widget.header.value and "1st in line" in widget.line.value
+    assert widget.cancel_button.layout.display is None and widget.collect_button.layout.display == "none"
+
+    gated.open("blocker")
+    wait_for(lambda: widget.job["state"] == "running", what="the widget to show running")
+    assert "GPUs 0" in widget.line.value or "GPUs 1" in widget.line.value
+    first = widget.job["meter"]["gpu_seconds"]
+    wait_for(lambda: widget.job["meter"]["gpu_seconds"] > first, what="the meter to tick")
+    wait_for(lambda: widget.progress.max >= 2, what="the widget to know the cell count")
+    assert widget.progress.layout.visibility == "visible" and "of 3 cells" in widget.progress_text.value
+
+    gated.open("follow")
+    wait_for(lambda: widget.done, what="the widget to show the end")
+    assert "succeeded" in widget.header.value
+    assert widget.collect_button.layout.display is None and widget.cancel_button.layout.display == "none"
+    assert "devices.txt" in widget.files.value and "/e31/api/jobs/" in widget.files.value
+    assert "Open report" in widget.report_link.value
+    assert widget.progress.value == widget.progress.max
+    assert "succeeded" in widget.snapshot_html() and "follow" in widget.snapshot_html()
+    wait_for(lambda: not poller.running, what="the poller to stop once every job is final")
+    assert blocker["id"] != job["id"]
+
+
+def test_cancel_from_the_widget(client, gated):
+    job = wait_state(client, gated.submit(client, "doomed", gpus=1)["id"], "running")
+    widget = widgets.JobWidget(client, job)
+    widget.cancel_button.click()
+    assert "cancelling" in widget.header.value or widget.job["state"] == "cancelled"
+    assert wait_state(client, job["id"], "cancelled")["state"] == "cancelled"
+
+
+def test_many_widgets_share_one_request_per_tick(server, gated):
+    client = CountingClient(server.url, server.token)
+    jobs = [gated.submit(client, f"many{i}", gpus=0) for i in range(6)]
+    shown = [widgets.JobWidget(client, job) for job in jobs]
+    poller = widgets.poller_for(client)
+    threads_before = threading.active_count()
+    for widget in shown:
+        poller.watch(widget)
+    assert threading.active_count() <= threads_before + 1  # one poller thread, not one per widget
+    before, started = client.requests, time.monotonic()
+    time.sleep(3)
+    ticks = (time.monotonic() - started) / widgets.POLL_FAST_S
+    assert client.requests - before <= ticks + 2  # about one request per tick for six widgets
+
+    for widget in shown:
+        widget.close()
+    wait_for(lambda: not poller.running, what="the poller to stop when its widgets are closed")
+    for job in jobs:
+        gated.open(job["name"])
+
+
+def test_the_jobs_widget_lists_jobs_meter_and_pool(client, gated):
+    job = wait_state(client, gated.submit(client, "listed", gpus=1, team="vision")["id"], "running")
+    widget = widgets.JobsWidget(client)
+    assert job["id"] in widget.table.value and "listed" in widget.table.value
+    assert "vision" in widget.meter.value and "today" in widget.meter.value
+    assert "GPU 0" in widget.pool.value and "1 of 2 free" in widget.pool.value
+    assert not widget.done
+    gated.open("listed")
+    wait_state(client, job["id"], "succeeded")
+    widget.refresh({j["id"]: j for j in client.jobs()})
+    assert widget.done and "2 of 2 free" in widget.pool.value
