@@ -7,7 +7,7 @@ import json
 import os
 import sys
 import time
-from datetime import datetime, timezone
+from datetime import datetime
 
 from .client import FINAL_STATES, E31Client
 from .errors import E31Error

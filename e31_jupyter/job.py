@@ -197,7 +197,7 @@ class ContainerLimits:
 class Limits:
     """What the server allows; the validation needs it to say what is allowed."""
 
-    inventory: list[str]
+    inventory: list[str] | None  # None: a cluster scheduler (Slurm) decides what fits
     default_max_runtime_s: float
     kernels: list[str]
     container: ContainerLimits | None = None  # None: jobs run as processes, not in containers
@@ -266,7 +266,10 @@ def whole_number(value, field_name: str) -> int:
     return number
 
 
-def _validate_gpus(value, inventory: list[str]) -> int:
+def _validate_gpus(value, inventory: list[str] | None) -> int:
+    """A GPU count this queue can grant; ``inventory`` None: a cluster scheduler decides."""
+    if inventory is None:
+        return whole_number(value, "gpus")
     if isinstance(value, int) and not isinstance(value, bool) and value < 0:
         raise InvalidRequest(
             f"gpus must be 0 or more, got {value}. This queue has {_inventory_text(inventory)}."

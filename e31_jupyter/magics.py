@@ -26,7 +26,7 @@ from traitlets import Int, Unicode
 from . import cli, values, widgets
 from .client import FINAL_STATES, E31Client, safe_destination
 from .errors import E31Error, InvalidRequest
-from .packaging import CELL_TAG, DEFAULT_KERNEL, cell_names, cell_notebook, import_line
+from .packaging import DEFAULT_KERNEL, cell_names, cell_notebook, import_line
 
 HIDDEN = {"In", "Out", "get_ipython", "exit", "quit"}  # IPython's own names, never captured
 LINE_COMMANDS = ("submit-notebook", "jobs", "status", "logs", "cancel", "wait", "collect")

@@ -25,11 +25,12 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+import psutil
+
 from . import gpus as gpu_inventory
 from . import meter, policy
 from .errors import Conflict, E31Error, InvalidRequest, NotFound
 from .job import (
-    FINAL_STATES,
     JobSpec,
     JobState,
     Limits,
@@ -53,7 +54,7 @@ log = logging.getLogger("e31")
 
 TICK_S = 0.2  # how often the scheduler looks for other servers' writes, time limits, deadlines
 LOCK_RETRY_S = 1.0  # how often a server that is not the scheduler tries to become it
-ORPHAN_AGE_S = 60.0  # a staged job directory this old without a store row is a failed submit
+STAGING_PREFIX = ".staging-"
 INBOX_AGE_S = 86400.0  # a capture this old in the inbox was never submitted
 
 
@@ -187,26 +188,44 @@ class Queue:
         )
         job_id = _new_job_id()
         await asyncio.to_thread(self._stage, job_id, spec, notebook, data, inputs)
-        record = {
-            "id": job_id, "owner": caller.name, "name": spec.name, "team": spec.team,
-            "state": JobState.QUEUED.value, "gpus_requested": request.gpus,
-            "max_runtime_s": request.max_runtime_s, "expected_runtime_s": request.expected_runtime_s,
-            "max_runtime_given": int(request.max_runtime_given), "deadline": request.deadline,
-            "submitted_at": now, "fingerprint": validate_text(body, "fingerprint"),
-        }  # fmt: skip
-        try:
-            self.store.insert_job(record, reason=f"submitted by {caller.name}")
-        except BaseException:
-            shutil.rmtree(self.jobdir(job_id).path, ignore_errors=True)
-            raise
+        await self._record(job_id, spec, _record_fields(job_id, caller, spec, body, now))
         if self.is_scheduler:
             self.schedule()
         return self.describe(self.store.get(job_id)), warnings
 
+    async def _record(self, job_id: str, spec: JobSpec, record: dict) -> None:
+        """Record the staged job, then move its directory into place. A crash before the record
+        leaves a staging folder that the next start removes (nobody was told of the job); a
+        crash after it leaves one that the next start moves into place (the job was recorded)."""
+        try:
+            self.store.insert_job(record, reason=f"submitted by {record['owner']}")
+        except BaseException:
+            shutil.rmtree(self._staging(job_id), ignore_errors=True)
+            raise
+        os.rename(self._staging(job_id), self.jobdir(job_id).path)
+        try:
+            handed_over = await self._hand_over(job_id, spec)
+        except BaseException:
+            self.store.delete_job(job_id)
+            shutil.rmtree(self.jobdir(job_id).path, ignore_errors=True)
+            raise
+        if handed_over:
+            self.store.update(job_id, **handed_over)
+
+    async def _hand_over(self, job_id: str, spec: JobSpec) -> dict:
+        """Fields to record with a new job; where a cluster scheduler takes jobs at submit
+        (cluster_queue.py), this is where it gets them. Here, the queue keeps them."""
+        return {}
+
+    def _staging(self, job_id: str) -> Path:
+        """Where this server stages a job until it is recorded; the pid tells a later sweep
+        whether the server that staged it is still alive."""
+        return self.jobs_root / f"{STAGING_PREFIX}{os.getpid()}-{job_id}"
+
     def _stage(self, job_id: str, spec: JobSpec, notebook, data: list[Path], inputs: Path | None) -> None:
         import nbformat
 
-        staging = JobDir(self.jobs_root / f".staging-{job_id}")
+        staging = JobDir(self._staging(job_id))
         staging.work.mkdir(parents=True)
         try:
             nbformat.write(notebook, staging.input_notebook)
@@ -215,7 +234,6 @@ class Queue:
             if inputs is not None:
                 self._take_inputs(inputs, staging.inputs)
             write_json_atomic(staging.spec, spec.to_dict())
-            os.rename(staging.path, self.jobs_root / job_id)
         except OSError as error:
             shutil.rmtree(staging.path, ignore_errors=True)
             raise E31Error(
@@ -283,10 +301,11 @@ class Queue:
         """The job as the API shows it."""
         if positions is None and job["state"] == JobState.QUEUED.value:
             positions = self.positions()
-        jobdir = self.jobdir(job["id"])
-        spec = jobdir.read_json(jobdir.spec, {})
-        progress = jobdir.read_json(jobdir.progress, {})
-        manifest = jobdir.read_json(jobdir.manifest, {}) if job["state"] in FINAL_STATES else {}
+        spec, result = job["spec"], job["result"]
+        if job["state"] == JobState.RUNNING.value:
+            progress = self.jobdir(job["id"]).read_json(self.jobdir(job["id"]).progress, {})
+        else:
+            progress = result.get("progress", {})
         return {
             "id": job["id"],
             "name": job["name"],
@@ -318,10 +337,10 @@ class Queue:
             },
             "output": {
                 "files": spec.get("outputs", []),
-                "reports": sorted(manifest.get("reports", {})) or spec.get("reports", []),
+                "reports": result.get("reports") or spec.get("reports", []),
             },
-            "files_count": len(manifest.get("files", [])),
-            "values": sorted(read_index(jobdir.values)) if manifest else [],
+            "files_count": result.get("files_count", 0),
+            "values": result.get("values", []),
             "fingerprint": job["fingerprint"],
         }
 
@@ -385,6 +404,8 @@ class Queue:
             self._start_job(job, devices, now)
 
     def _start_job(self, job: dict, devices: list[str], now: float) -> None:
+        if not self.jobdir(job["id"]).path.exists():
+            return  # recorded this instant by another server, which is moving its files in place
         granted = f"granted GPU(s) {', '.join(devices)}" if devices else "started (no GPUs)"
         if not self.store.transition(
             job["id"], ("queued",), "running", granted, now, started_at=now, granted=devices
@@ -431,8 +452,22 @@ class Queue:
         self.backend.sweep(job_id)
         jobdir = self.jobdir(job_id)
         state, reason = _final_state(job, jobdir.read_json(jobdir.manifest), exit_code, start_error)
-        self.store.transition(job_id, ("running",), state, reason, ended_at, finished_at=ended_at)
+        self.store.transition(
+            job_id, ("running",), state, reason, ended_at, finished_at=ended_at, result=self.result_of(job_id)
+        )
         self.schedule()
+
+    def result_of(self, job_id: str) -> dict:
+        """What an ended job handed back, in short, for the record: read once, listed often."""
+        jobdir = self.jobdir(job_id)
+        manifest = jobdir.read_json(jobdir.manifest) or {}
+        progress = jobdir.read_json(jobdir.progress) or {}
+        return {
+            "files_count": len(manifest.get("files", [])),
+            "values": sorted(read_index(jobdir.values)),
+            "reports": sorted(manifest.get("reports", {})),
+            "progress": {k: progress.get(k) for k in ("cells_done", "cells_total")},
+        }
 
     def _adopt_running_jobs(self) -> None:
         """After a restart: watch jobs that still run; record the true end of those that ended."""
@@ -448,17 +483,33 @@ class Queue:
             self._finish(job["id"], None, max(ended_at or job["started_at"], job["started_at"]))
 
     def _remove_failed_submits(self) -> None:
-        """Job directories without a record are submits that never completed: nobody was told
-        they exist, so they are removed (after a while, in case another server is mid-submit)."""
+        """Finish what a server killed mid-submit left: a staged job that was recorded moves
+        into place; one that was not (nobody was told of it) is removed. Staging folders of
+        servers still alive are theirs to finish."""
         known = self.store.job_ids()
-        cutoff = time.time() - ORPHAN_AGE_S
-        for path in self.jobs_root.iterdir():
-            job_id = path.name.removeprefix(".staging-")
-            if job_id not in known and path.stat().st_mtime < cutoff:
+        for path in self.jobs_root.glob(f"{STAGING_PREFIX}*"):
+            pid, _, job_id = path.name.removeprefix(STAGING_PREFIX).partition("-")
+            if pid.isdigit() and int(pid) != os.getpid() and psutil.pid_exists(int(pid)):
+                continue
+            if job_id in known and not self.jobdir(job_id).path.exists():
+                os.rename(path, self.jobdir(job_id).path)
+            else:
                 shutil.rmtree(path, ignore_errors=True)
         for path in self.inbox.iterdir():  # captures whose submit never came
             if path.stat().st_mtime < time.time() - INBOX_AGE_S:
                 shutil.rmtree(path, ignore_errors=True)
+
+
+def _record_fields(job_id: str, caller: Caller, spec: JobSpec, body: dict, now: float) -> dict:
+    request = spec.request
+    return {
+        "id": job_id, "owner": caller.name, "name": spec.name, "team": spec.team,
+        "state": JobState.QUEUED.value, "gpus_requested": request.gpus,
+        "max_runtime_s": request.max_runtime_s, "expected_runtime_s": request.expected_runtime_s,
+        "max_runtime_given": int(request.max_runtime_given), "deadline": request.deadline,
+        "submitted_at": now, "fingerprint": validate_text(body, "fingerprint"),
+        "spec": {k: v for k, v in spec.to_dict().items() if k != "request"},
+    }  # fmt: skip
 
 
 def _final_state(job: dict, manifest: dict | None, exit_code: int | None, start_error: str) -> tuple[str, str]:

@@ -30,7 +30,11 @@ CREATE TABLE IF NOT EXISTS jobs (
     granted TEXT NOT NULL DEFAULT '[]',
     handle TEXT,
     stop_requested TEXT NOT NULL DEFAULT '',
-    fingerprint TEXT NOT NULL DEFAULT ''
+    fingerprint TEXT NOT NULL DEFAULT '',
+    position INTEGER,  -- place in a cluster scheduler's queue (cluster_queue.py)
+    node TEXT,  -- the cluster node a job runs on
+    spec TEXT NOT NULL DEFAULT '{}',  -- what the job declared (its notebook, parameters, outputs)
+    result TEXT NOT NULL DEFAULT '{}'  -- what it handed back, in short (files, values, progress)
 );
 CREATE INDEX IF NOT EXISTS jobs_state ON jobs(state);
 CREATE INDEX IF NOT EXISTS jobs_owner ON jobs(owner, submitted_at);
@@ -47,12 +51,20 @@ CREATE INDEX IF NOT EXISTS transitions_job ON transitions(job_id, seq);
 """
 
 
+_JSON_COLUMNS = ("granted", "spec", "result")
+
+
 def _row(row: sqlite3.Row | None) -> dict | None:
     if row is None:
         return None
     job = dict(row)
-    job["granted"] = json.loads(job["granted"])
+    for column in _JSON_COLUMNS:
+        job[column] = json.loads(job[column])
     return job
+
+
+def _encoded(fields: dict) -> dict:
+    return {k: json.dumps(v) if k in _JSON_COLUMNS else v for k, v in fields.items()}
 
 
 class Store:
@@ -78,7 +90,7 @@ class Store:
     # --- jobs -----------------------------------------------------------------------------
 
     def insert_job(self, job: dict, reason: str) -> None:
-        row = {**job, "granted": json.dumps(job.get("granted", []))}
+        row = _encoded({"granted": [], **job})
         columns = ", ".join(row)
         marks = ", ".join(f":{k}" for k in row)
         with self._write() as db:
@@ -95,8 +107,7 @@ class Store:
         """Move a job to ``to_state`` if it is in one of the ``expected`` states; record why.
 
         Returns False (and changes nothing) when the job was not in an expected state."""
-        if "granted" in fields:
-            fields["granted"] = json.dumps(fields["granted"])
+        fields = _encoded(fields)
         sets = ", ".join(f"{k} = :{k}" for k in ("state", "reason", *fields))
         marks = ", ".join(f":s{i}" for i in range(len(expected)))
         params = {"state": to_state, "reason": reason, **fields, "id": job_id}
@@ -113,8 +124,15 @@ class Store:
             )
         return True
 
+    def delete_job(self, job_id: str) -> None:
+        """Forget a job that was never acknowledged (its hand-over to a cluster failed)."""
+        with self._write() as db:
+            db.execute("DELETE FROM transitions WHERE job_id = ?", (job_id,))
+            db.execute("DELETE FROM jobs WHERE id = ?", (job_id,))
+
     def update(self, job_id: str, **fields) -> None:
         """Change bookkeeping fields that are not a state change (handle, stop request, ...)."""
+        fields = _encoded(fields)
         sets = ", ".join(f"{k} = :{k}" for k in fields)
         with self._write() as db:
             db.execute(f"UPDATE jobs SET {sets} WHERE id = :id", {**fields, "id": job_id})

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import random
 
-import pytest
 
 from e31_jupyter.policy import Pending, Running, edf_backfill, edf_order
 

@@ -4,10 +4,38 @@
 that the store keeps, so a restarted server can ``adopt(job_id, handle)`` it; ``wait(handle)``
 blocks until the job's process has ended and returns its exit code (None when unknown);
 ``stop(job_id, handle, grace)`` ends it (politely first); ``sweep(job_id)`` ends anything the job
-left behind.
+left behind. A backend that runs jobs in containers also has ``container_limits``
+(``job.ContainerLimits``): the images, memory and CPUs a job may ask for at submit.
+
+A backend that is itself a scheduler (Slurm) has ``schedules = True`` and another interface,
+used by ``cluster_queue.ClusterQueue``: ``submit(job_id, jobdir, spec) -> handle`` (raising
+E31Error with the scheduler's own message when it refuses the job), ``poll({job_id: handle})
+-> {job_id: BackendStatus}``, ``cancel(job_id, handle)``, ``release(handle)`` (jobs are submitted
+held, and released once recorded), ``pool()`` (the cluster's GPUs: ``[{"node", "device", "busy"}]``)
+and ``claim_shared_dir(data_dir)`` (where job directories go so the nodes see them; None: in the
+data directory).
 """
 
 from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+@dataclass
+class BackendStatus:
+    """What a cluster scheduler says of one job, in e31's words."""
+
+    state: str  # queued | running | succeeded | failed | cancelled | expired
+    reason: str = ""  # e.g. the scheduler's pending reason ("Resources", "Priority")
+    position: int | None = None  # place among the cluster's pending jobs, 1 = next
+    granted: list[str] = field(default_factory=list)  # the devices the job was given
+    node: str | None = None
+    started_at: float | None = None
+    finished_at: float | None = None
+
+    def start_reason(self) -> str:
+        gpus = f" with GPU(s) {', '.join(self.granted)}" if self.granted else ""
+        return f"started by the cluster on {self.node or 'a node'}{gpus}"
 
 
 def create(name: str, **settings):
@@ -15,4 +43,12 @@ def create(name: str, **settings):
         from .local import LocalBackend
 
         return LocalBackend(**settings)
-    raise ValueError(f"unknown backend {name!r}; available: local")
+    if name == "docker":
+        from .docker import DockerBackend
+
+        return DockerBackend(**settings)
+    if name == "slurm":
+        from .slurm import SlurmBackend
+
+        return SlurmBackend(**settings)
+    raise ValueError(f"unknown backend {name!r}; available: local, docker, slurm")

@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import os
+import re
 
 from jupyter_core.paths import jupyter_data_dir
 from traitlets import Enum, Float, List, Unicode, default, validate
 from traitlets.config import Configurable
 
 from ..errors import InvalidRequest
-from ..job import parse_duration
+from ..job import parse_cpus, parse_duration, parse_memory
 
 
 class E31(Configurable):
@@ -26,7 +27,83 @@ class E31(Configurable):
         "share one queue. Default: e31/ under the Jupyter data directory."
     ).tag(config=True)
 
-    backend = Enum(["local"], default_value="local", help="Where jobs run.").tag(config=True)
+    backend = Enum(
+        ["local", "docker", "slurm"],
+        default_value="local",
+        help="Where jobs run: 'local' (a process on this machine), 'docker' (a container on "
+        "the engine that DOCKER_HOST, or the default socket, names) or 'slurm' (a batch job on "
+        "the Slurm cluster that this machine's sbatch reaches; Slurm then decides what runs).",
+    ).tag(config=True)
+
+    slurm_partition = Unicode(
+        help="The Slurm partition (or comma-separated partitions) jobs go to. Default: the "
+        "cluster's default partition."
+    ).tag(config=True)
+
+    slurm_account = Unicode(help="The Slurm account jobs are charged to (sbatch --account).").tag(config=True)
+
+    slurm_qos = Unicode(help="The Slurm QOS of jobs (sbatch --qos).").tag(config=True)
+
+    slurm_extra_args = List(
+        Unicode(), help="More sbatch arguments for every job, e.g. ['--constraint=a100', '--mem=64G']."
+    ).tag(config=True)
+
+    slurm_shared_dir = Unicode(
+        help="A folder on a filesystem the Slurm nodes share, for the job directories (and the "
+        "inbox of captured values); the SQLite store stays in data_dir. Default: data_dir itself, "
+        "which must then be on the shared filesystem. One folder per data directory."
+    ).tag(config=True)
+
+    slurm_python = Unicode(
+        help="The Python that runs the e31 worker on the nodes (it needs e31-jupyter, papermill "
+        "and the notebooks' kernels). Default: this server's Python, which suits an environment "
+        "on the shared filesystem."
+    ).tag(config=True)
+
+    slurm_setup = Unicode(
+        help="Shell lines the batch script runs on the node before the worker, e.g. "
+        "'module load cuda/12' or 'source /shared/envs/ml/bin/activate'."
+    ).tag(config=True)
+
+    docker_image = Unicode(
+        help="The image a job runs in when it names none (backend 'docker'). It must contain "
+        "Python (as `docker_python`) with papermill and ipykernel."
+    ).tag(config=True)
+
+    docker_allowed_images = List(
+        Unicode(), help="Images a job may name besides docker_image (backend 'docker')."
+    ).tag(config=True)
+
+    docker_mounts = List(
+        Unicode(),
+        help="Host folders mounted read-only into every job's container: 'HOST' (at the same "
+        "path) or 'HOST:CONTAINER'. By default a container sees only its job's directory.",
+    ).tag(config=True)
+
+    docker_network = Unicode(
+        "none", help="The network of job containers: 'none' (no network at all), 'host', or a "
+        "Docker network's name."
+    ).tag(config=True)
+
+    docker_memory = Unicode(
+        help="A job container's memory limit (e.g. 16g), and the most a job may ask for. "
+        "Default: no limit."
+    ).tag(config=True)
+
+    docker_cpus = Float(
+        0.0, help="A job container's CPU limit (e.g. 8 or 0.5), and the most a job may ask for. "
+        "Default (0): no limit."
+    ).tag(config=True)
+
+    docker_user = Unicode(
+        help="The user job containers run as: 'UID' or 'UID:GID'. Default: the uid and gid the "
+        "server runs as, i.e. the submitting user's under JupyterHub. A root server hands each "
+        "job's directory to this user before the job starts."
+    ).tag(config=True)
+
+    docker_python = Unicode(
+        "python3", help="The Python command in job images that runs the e31 worker."
+    ).tag(config=True)
 
     policy = Enum(["edf"], default_value="edf", help="The scheduling policy.").tag(config=True)
 
@@ -57,6 +134,64 @@ class E31(Configurable):
             return None
         return [d.strip() for item in proposal["value"] for d in str(item).split(",") if d.strip()]
 
+    def backend_settings(self) -> dict:
+        """The keyword arguments of ``backends.create`` for the configured backend."""
+        if self.backend == "slurm":
+            return {
+                "partition": self.slurm_partition,
+                "account": self.slurm_account,
+                "qos": self.slurm_qos,
+                "extra_args": list(self.slurm_extra_args),
+                "shared_dir": self.slurm_shared_dir,
+                "python": self.slurm_python,
+                "setup": self.slurm_setup,
+            }
+        if self.backend != "docker":
+            return {}
+        memory = self.docker_memory
+        return {
+            "image": self.docker_image,
+            "allowed_images": list(self.docker_allowed_images),
+            "mounts": list(self.docker_mounts),
+            "network": self.docker_network,
+            "memory_bytes": parse_memory(memory, "c.E31.docker_memory") if memory else None,
+            "cpus": self.docker_cpus or None,
+            "user": self.docker_user,
+            "python": self.docker_python,
+        }
+
+    @validate("docker_allowed_images")
+    def _split_images(self, proposal):
+        return _split_items(proposal["value"])
+
+    @validate("docker_mounts")
+    def _check_mounts(self, proposal):
+        mounts = _split_items(proposal["value"])
+        for mount in mounts:
+            if not all(part.startswith("/") for part in mount.split(":", 1)):
+                raise ValueError(
+                    f"c.E31.docker_mounts: {mount!r} must be an absolute host path, optionally "
+                    "followed by :CONTAINER_PATH (also absolute)."
+                )
+        return mounts
+
+    @validate("docker_memory", "docker_cpus")
+    def _check_container_limit(self, proposal):
+        name, value = proposal["trait"].name, proposal["value"]
+        parse = parse_memory if name == "docker_memory" else parse_cpus
+        if value:
+            try:
+                parse(value, f"c.E31.{name}")
+            except InvalidRequest as error:
+                raise ValueError(str(error)) from None
+        return value
+
+    @validate("docker_user")
+    def _check_user(self, proposal):
+        if proposal["value"] and not re.fullmatch(r"\d+(:\d+)?", proposal["value"]):
+            raise ValueError(f"c.E31.docker_user must be UID or UID:GID, got {proposal['value']!r}.")
+        return proposal["value"]
+
     @validate("default_max_runtime")
     def _check_duration(self, proposal):
         try:
@@ -70,3 +205,8 @@ class E31(Configurable):
         if proposal["value"] < 0:
             raise ValueError("c.E31.gpu_hour_rate must be 0 or more.")
         return proposal["value"]
+
+
+def _split_items(values: list[str]) -> list[str]:
+    """--E31.docker_mounts=/data,/models on the command line arrives as one item: split it."""
+    return [part.strip() for item in values for part in item.split(",") if part.strip()]

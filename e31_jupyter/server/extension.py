@@ -10,6 +10,7 @@ from jupyter_server.extension.application import ExtensionApp
 from .. import backends, gpus
 from ..errors import E31Error
 from ..job import parse_duration
+from ..cluster_queue import ClusterQueue
 from ..queue import Queue, Settings
 from .config import E31
 from .handlers import routes
@@ -31,7 +32,12 @@ class E31Extension(ExtensionApp):
             policy=config.policy,
         )
         try:
-            self.e31_queue = Queue(Path(config.data_dir), backends.create(config.backend), settings)
+            backend = backends.create(config.backend, **config.backend_settings())
+            if getattr(backend, "schedules", False):  # Slurm: the cluster decides what runs
+                settings.inventory = None
+                self.e31_queue = ClusterQueue(Path(config.data_dir), backend, settings)
+            else:
+                self.e31_queue = Queue(Path(config.data_dir), backend, settings)
         except E31Error as error:
             # Without its queue the server would only pretend to accept jobs: stop, and say why.
             self.log.critical("e31: %s", error.message)
@@ -41,9 +47,7 @@ class E31Extension(ExtensionApp):
             e31_admin_users=set(config.admin_users),
             e31_gpu_source="configured" if config.gpus is not None else "nvml",
         )
-        self.log.info(
-            "e31: queue in %s with %d GPU(s) %s", config.data_dir, len(inventory), inventory
-        )
+        self.log.info("e31: queue in %s, backend %s, GPUs %s", config.data_dir, config.backend, inventory)
 
     def initialize_handlers(self):
         self.handlers.extend(routes())

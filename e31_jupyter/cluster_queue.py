@@ -1,0 +1,182 @@
+"""The queue when a cluster scheduler (Slurm) decides: e31 hands each job over at submit and
+follows what the scheduler says.
+
+Slurm picks when a job starts and on which GPUs; e31's own policy and inventory are not used.
+Everything about a job that e31 needs again is in the store (the backend's handle, the last
+state and reason seen), and the rest is asked of the scheduler, so a restarted server simply
+polls again. The worker inside the job is the same as with the local backend.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import time
+
+from .backends import BackendStatus
+from .errors import Conflict, E31Error
+from .job import FINAL_STATES, JobSpec, JobState
+from .queue import Caller, Queue
+
+log = logging.getLogger("e31")
+
+POLL_S = 1.0  # how often the scheduler's view is read (squeue costs the controller a little)
+HAND_OVER_S = 300.0  # a queued job still without a handle this long after submit was never handed over
+ACTIVE = (JobState.QUEUED.value, JobState.RUNNING.value)
+
+
+class ClusterQueue(Queue):
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self._last_poll = 0.0
+        self._polling = False
+        self._last_poll_error = ""
+        shared = self.backend.claim_shared_dir(self.data_dir)  # job files where the nodes see them
+        if shared is not None:
+            self.jobs_root, self.inbox = shared / "jobs", shared / "inbox"
+            self.jobs_root.mkdir(exist_ok=True)
+            self.inbox.mkdir(mode=0o700, exist_ok=True)
+
+    async def _hand_over(self, job_id: str, spec: JobSpec) -> dict:
+        """Submit to the cluster: if the scheduler refuses the job (an unknown partition, say),
+        the user gets its message and no job exists. The cluster gets it held (see _record)."""
+        handle = await asyncio.to_thread(self.backend.submit, job_id, self.jobdir(job_id), spec)
+        return {"handle": json.dumps(handle)}
+
+    async def _record(self, job_id: str, spec: JobSpec, record: dict) -> None:
+        """The cluster holds a new job until its handle is recorded, then may run it: a crash in
+        between leaves no job that runs unrecorded (the scheduler's poll releases it otherwise)."""
+        await super()._record(job_id, spec, record)
+        await asyncio.to_thread(self._release, self.store.get(job_id))
+
+    def _release(self, job: dict) -> None:
+        handle = json.loads(job["handle"])
+        if not handle.get("held"):
+            return
+        try:
+            if job["state"] == JobState.QUEUED.value:
+                self.backend.release(handle)
+            else:  # cancelled while it was being handed over
+                self.backend.cancel(job["id"], handle)
+        except E31Error as error:
+            log.warning("e31: could not release job %s in the cluster (will retry): %s", job["id"], error)
+            return
+        self.store.update(job["id"], handle=json.dumps({**handle, "held": False}))
+
+    def cancel(self, caller: Caller, job_id: str) -> dict:
+        job = self.visible_job(caller, job_id)
+        if job["state"] in FINAL_STATES:
+            raise Conflict(f"Job {job_id} has already ended ({job['state']}); there is nothing to cancel.")
+        reason = f"cancelled by {caller.name}"
+        if not job["handle"]:  # still being handed over: it is withdrawn once it has a handle
+            self.store.transition(job_id, ACTIVE, "cancelled", reason, self.clock(), finished_at=self.clock())
+            return self.describe(self.store.get(job_id))
+        self.store.update(job_id, stop_requested="cancel", reason=f"cancelling: {reason}")
+        self.backend.cancel(job_id, json.loads(job["handle"]))
+        self.schedule(force=True)
+        return self.describe(self.store.get(job_id))
+
+    def positions(self) -> dict[str, int]:
+        return {j["id"]: j["position"] for j in self.store.jobs((JobState.QUEUED.value,)) if j["position"]}
+
+    def gpu_pool(self, caller: Caller) -> dict:
+        running = self.store.jobs((JobState.RUNNING.value,))
+        holders = {(job["node"], device): job for job in running for device in job["granted"]}
+        pool = []
+        for gpu in self.backend.pool():
+            job = holders.get((gpu["node"], gpu["device"]))
+            shown = job is not None and (caller.is_admin or job["owner"] == caller.name)
+            pool.append({
+                "id": f"{gpu['node']}:{gpu['device']}", "busy": gpu["busy"],
+                "job": job["id"] if shown else None, "job_name": job["name"] if shown else None,
+                "owner": job["owner"] if job else None,
+            })  # fmt: skip
+        return {
+            "gpus": pool,
+            "total": len(pool),
+            "free": sum(1 for g in pool if not g["busy"]),
+            "running": len(running),
+            "queued": len(self.store.jobs((JobState.QUEUED.value,))),
+        }
+
+    # --- following the scheduler (only on the e31 scheduler server) -----------------------
+
+    def _tick(self) -> None:
+        self.schedule()
+
+    def _adopt_running_jobs(self) -> None:
+        self.schedule(force=True)  # everything is asked of the cluster again
+
+    def schedule(self, force: bool = False) -> None:
+        """Ask the cluster again, in a thread (squeue on a big cluster takes a while): the
+        server's event loop never waits for it."""
+        if not self.is_scheduler or self._polling or (not force and time.monotonic() - self._last_poll < POLL_S):
+            return
+        self._polling = True
+        self._last_poll = time.monotonic()
+        asyncio.get_running_loop().create_task(self._poll())
+
+    async def _poll(self) -> None:
+        try:
+            active = {job["id"]: job for job in self.store.jobs(ACTIVE)}
+            handles = {i: json.loads(j["handle"]) for i, j in active.items() if j["handle"]}
+            self._fail_unhanded(j for i, j in active.items() if i not in handles)
+            if not handles:
+                return
+            for job_id, handle in handles.items():
+                if handle.get("held"):
+                    await asyncio.to_thread(self._release, active[job_id])
+            statuses = await asyncio.to_thread(self.backend.poll, handles)
+            self._last_poll_error = ""
+        except E31Error as error:  # the cluster is unreachable for now: say so once, try again
+            if error.message != self._last_poll_error:
+                log.warning("e31: could not ask the cluster: %s", error.message)
+            self._last_poll_error = error.message
+            return
+        except Exception:  # a bad poll must not stop the queue
+            log.exception("e31: following the cluster failed")
+            return
+        finally:
+            self._polling = False
+        for job_id, status in statuses.items():
+            job = self.store.get(job_id)  # as it is now: a cancel may have come meanwhile
+            if job is not None and job["state"] in ACTIVE:
+                self._follow(job, status)
+
+    def _fail_unhanded(self, jobs) -> None:
+        """Jobs whose server stopped between recording them and handing them to the cluster."""
+        now = self.clock()
+        for job in jobs:
+            if now - job["submitted_at"] > HAND_OVER_S:
+                reason = "lost: the server stopped before the job was handed to the cluster"
+                self.store.transition(job["id"], ("queued",), "failed", reason, now, finished_at=now)
+
+    def _follow(self, job: dict, status: BackendStatus) -> None:
+        """Record what the cluster says of one job: new reason or place in line, a start, an end."""
+        started = status.started_at is not None
+        if job["state"] == JobState.QUEUED.value and status.state != JobState.QUEUED.value and started:
+            self.store.transition(
+                job["id"], ("queued",), "running", status.start_reason(), status.started_at,
+                started_at=status.started_at, granted=status.granted, node=status.node, position=None,
+            )  # fmt: skip
+        if status.state in FINAL_STATES:
+            state, reason = self._final(job, status)
+            self.store.transition(
+                job["id"], ACTIVE, state, reason, status.finished_at or self.clock(),
+                finished_at=status.finished_at or self.clock(), result=self.result_of(job["id"]),
+            )  # fmt: skip
+        elif status.state == JobState.QUEUED.value and not job["stop_requested"] and (
+            (status.reason, status.position) != (job["reason"], job["position"])
+        ):
+            self.store.update(job["id"], reason=status.reason, position=status.position)
+
+    def _final(self, job: dict, status: BackendStatus) -> tuple[str, str]:
+        """The cluster's verdict, with the worker's own reason when the notebook failed."""
+        if status.state == JobState.CANCELLED.value and job["stop_requested"] == "cancel":
+            return status.state, job["reason"].removeprefix("cancelling: ")
+        jobdir = self.jobdir(job["id"])
+        manifest = jobdir.read_json(jobdir.manifest) or {}
+        if status.state == JobState.FAILED.value and manifest.get("status") == "failed":
+            return status.state, manifest.get("reason") or status.reason
+        return status.state, status.reason
