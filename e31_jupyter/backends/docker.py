@@ -1,0 +1,287 @@
+"""A job as a Docker container on the engine that ``DOCKER_HOST`` (or the default socket) names.
+
+The container runs the same worker as the local backend, ``python3 -m e31_jupyter.worker
+JOBDIR``, with this e31_jupyter package mounted read-only, so progress, outputs and manifest are
+the same; the image needs only Python with papermill and ipykernel (checked once per image,
+before its first job). The container gets:
+
+- exactly the granted GPUs, as a device request with the ``gpu`` capability;
+- the job's directory, read-write at the same path, and the configured read-only mounts: nothing
+  else of the host; a private ``/tmp`` is its home;
+- no network unless configured, the job's memory and CPU limits, all capabilities dropped;
+- the configured uid (default: the server's, which is the submitting user's under JupyterHub);
+- the label ``e31.job=<job id>``: a restarted server adopts running containers, and release
+  removes the job's containers whatever state they are in.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import os
+import signal
+import time
+from pathlib import Path
+
+import docker
+from docker.errors import APIError, DockerException, ImageNotFound, NotFound
+from docker.types import DeviceRequest, Mount
+
+from ..errors import E31Error
+from ..gpus import visible_devices_env
+from ..job import ContainerLimits
+from ..jobdir import JobDir
+from .local import JOB_ID_VAR
+
+log = logging.getLogger("e31")
+
+JOB_LABEL = "e31.job"
+PACKAGE_DIR = Path(__file__).resolve().parent.parent  # this e31_jupyter package
+PACKAGE_PARENT_IN_CONTAINER = "/opt/e31"
+HOME_IN_CONTAINER = "/tmp"
+REQUIRED_MODULES = ("papermill", "ipykernel")
+# What a job's image must have, checked before its first job; a failure's last line says what is missing.
+_IMAGE_CHECK = (
+    "import sys; "
+    "assert sys.version_info >= (3, 10), 'Python ' + sys.version.split()[0] + ' is older than 3.10'; "
+    f"import {', '.join(REQUIRED_MODULES)}"
+)
+ENGINE_RETRY_S = 2.0
+
+# The worker, with its output appended to job.log as the local backend does (images need no shell).
+_LOGGED_WORKER = (
+    "import os, runpy, sys; "
+    "log = os.open(sys.argv[1], os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644); "
+    "os.dup2(log, 1); os.dup2(log, 2); "
+    "sys.argv = sys.argv[1:]; "
+    "runpy.run_module('e31_jupyter.worker', run_name='__main__', alter_sys=True)"
+)
+
+
+class DockerBackend:
+    def __init__(
+        self,
+        image: str = "",
+        allowed_images: list[str] = (),
+        mounts: list[str] = (),
+        network: str = "none",
+        memory_bytes: int | None = None,
+        cpus: float | None = None,
+        user: str = "",
+        python: str = "python3",
+    ):
+        self.container_limits = ContainerLimits(image, list(allowed_images), memory_bytes, cpus)
+        self.mounts = [_read_only_mount(m) for m in mounts]
+        self.network = network
+        self.user = user or f"{os.getuid()}:{os.getgid()}"
+        self.python = python
+        self._engine: docker.DockerClient | None = None
+        self._usable_images: set[str] = set()  # ids of images that have what a job needs
+
+    @property
+    def engine(self) -> docker.DockerClient:
+        if self._engine is None:
+            self._engine = _connect()
+        return self._engine
+
+    # --- the backend interface ----------------------------------------------------------------
+
+    def start(self, job_id: str, jobdir: JobDir, devices: list[str]) -> dict:
+        container = self.create(job_id, jobdir, devices)
+        try:
+            container.start()
+        except APIError as error:  # e.g. GPUs asked of an engine without GPU support
+            container.remove(force=True)
+            raise E31Error(f"the Docker engine could not start the container: {_message(error)}") from None
+        return {"container": container.id}
+
+    def adopt(self, job_id: str, handle: dict | None) -> bool:
+        """True when the job's container from ``handle`` is still running (or the engine cannot
+        say now: the job is not given up for lost while the engine is away; wait() rides it out)."""
+        try:
+            container = self._container(handle)
+        except (DockerException, E31Error) as error:
+            log.warning("e31: cannot ask the Docker engine about job %s (%s)", job_id, error)
+            return True
+        return container is not None and container.status == "running"
+
+    def wait(self, handle: dict) -> int | None:
+        """The container's exit code, a signal as a negative number like the local backend's
+        (None when the container is gone). Rides out a restart of the engine."""
+        while True:
+            try:
+                return _signal_as_negative(_wait_for_exit(handle["container"]))
+            except NotFound:
+                return None
+            except (DockerException, OSError, E31Error) as error:
+                log.warning("e31: lost the Docker engine while waiting for a job (%s); retrying", error)
+                time.sleep(ENGINE_RETRY_S)
+
+    def stop(self, job_id: str, handle: dict, grace: float) -> None:
+        """SIGTERM to the worker, SIGKILL to the whole container after ``grace`` seconds."""
+        container = self._container(handle)
+        try:
+            if container is not None:
+                container.stop(timeout=max(1, math.ceil(grace)))
+        except NotFound:
+            pass  # it ended and was removed meanwhile
+
+    def sweep(self, job_id: str) -> None:
+        """Release: remove every container of the job, running or not."""
+        try:
+            for container in self._job_containers(job_id):
+                container.remove(force=True)
+        except NotFound:
+            pass  # removed meanwhile
+        except (DockerException, E31Error) as error:
+            log.warning("e31: could not remove the containers of job %s: %s", job_id, error)
+
+    # --- the container --------------------------------------------------------------------------
+
+    def create(self, job_id: str, jobdir: JobDir, devices: list[str]):
+        """The job's container, created and not yet started."""
+        spec = jobdir.read_json(jobdir.spec)
+        image = spec.get("image") or self.container_limits.default_image
+        self._check_image(image)
+        self._hand_over(jobdir)
+        settings = self._settings(job_id, jobdir, devices, spec["request"])
+        try:
+            return self.engine.containers.create(image, **settings)
+        except APIError as error:
+            raise E31Error(f"the Docker engine could not create the container: {_message(error)}") from None
+
+    def _settings(self, job_id: str, jobdir: JobDir, devices: list[str], request: dict) -> dict:
+        path = str(jobdir.path.resolve())
+        package = f"{PACKAGE_PARENT_IN_CONTAINER}/{PACKAGE_DIR.name}"
+        memory = request.get("memory_bytes") or self.container_limits.max_memory_bytes
+        cpus = request.get("cpus") or self.container_limits.max_cpus
+        return {
+            "command": [self.python, "-c", _LOGGED_WORKER, str(jobdir.log.resolve()), path],
+            "name": f"e31-{job_id}",
+            "labels": {JOB_LABEL: job_id},
+            "user": self.user,
+            "working_dir": str(jobdir.work.resolve()),
+            "environment": self._environment(job_id, devices),
+            "mounts": [_mount(path, path, read_only=False), _mount(str(PACKAGE_DIR), package), *self.mounts],
+            "tmpfs": {HOME_IN_CONTAINER: "mode=1777"},
+            "network_mode": self.network,
+            "device_requests": [_gpu_request(devices)] if devices else None,
+            "mem_limit": memory,
+            "memswap_limit": memory,  # no swap beyond the limit
+            "nano_cpus": int(cpus * 1e9) if cpus else None,
+            "init": True,  # an init process as PID 1 passes SIGTERM on and reaps orphans
+            "cap_drop": ["ALL"],
+            "security_opt": ["no-new-privileges"],
+        }
+
+    def _environment(self, job_id: str, devices: list[str]) -> dict[str, str]:
+        # In the container the granted GPUs are the only ones, numbered from 0; the engine sets
+        # NVIDIA_VISIBLE_DEVICES from the device request (and "void" hides all from a 0-GPU job).
+        env = visible_devices_env([str(i) for i in range(len(devices))])
+        if devices:
+            del env["NVIDIA_VISIBLE_DEVICES"]
+        env.update({JOB_ID_VAR: job_id, "HOME": HOME_IN_CONTAINER, "PYTHONPATH": PACKAGE_PARENT_IN_CONTAINER})
+        return env
+
+    def _check_image(self, image: str) -> None:
+        """The image is on the engine and has Python with papermill and ipykernel."""
+        if not image:
+            raise E31Error("the job names no image and there is no default (c.E31.docker_image).")
+        try:
+            image_id = self.engine.images.get(image).id
+        except ImageNotFound:
+            message = f"the image {image!r} is not on the Docker engine; pull or build it there."
+            raise E31Error(message) from None
+        if image_id in self._usable_images:
+            return
+        problem = self._missing_in(image_id)
+        if problem:
+            raise E31Error(
+                f"the image {image!r} cannot run e31 jobs: {problem}. A job's image must contain "
+                f"Python 3.10+ ({self.python}) with {' and '.join(REQUIRED_MODULES)}: add "
+                f"`pip install {' '.join(REQUIRED_MODULES)}` to it."
+            )
+        self._usable_images.add(image_id)
+
+    def _missing_in(self, image_id: str) -> str:
+        """What the image lacks of what a job needs, in the words of the failed import ("" if nothing)."""
+        probe = self.engine.containers.create(
+            image_id, [self.python, "-c", _IMAGE_CHECK], user=self.user, network_mode="none"
+        )
+        try:
+            probe.start()
+            if probe.wait()["StatusCode"] == 0:
+                return ""
+            lines = probe.logs(stdout=False, stderr=True).decode(errors="replace").strip().splitlines()
+            return lines[-1] if lines else f"{self.python} exited with {probe.attrs['State']['ExitCode']}"
+        except APIError as error:  # no such command in the image
+            return _message(error)
+        finally:
+            probe.remove(force=True)
+
+    def _hand_over(self, jobdir: JobDir) -> None:
+        """A root server running jobs as another user gives it the job's directory."""
+        uid, _, gid = self.user.partition(":")
+        if os.geteuid() != 0 or int(uid) == 0:
+            return
+        owner = (int(uid), int(gid) if gid else -1)
+        os.chown(jobdir.path, *owner)
+        for folder, dirs, files in os.walk(jobdir.path):
+            for name in dirs + files:
+                os.chown(os.path.join(folder, name), *owner, follow_symlinks=False)
+
+    def _job_containers(self, job_id: str) -> list:
+        return self.engine.containers.list(all=True, filters={"label": f"{JOB_LABEL}={job_id}"})
+
+    def _container(self, handle: dict | None):
+        if not handle:
+            return None
+        try:
+            return self.engine.containers.get(handle["container"])
+        except NotFound:
+            return None
+
+
+def _connect() -> docker.DockerClient:
+    try:
+        return docker.from_env()
+    except DockerException as error:
+        where = os.environ.get("DOCKER_HOST") or "the default socket"
+        raise E31Error(f"cannot reach the Docker engine at {where}: {error}") from None
+
+
+def _wait_for_exit(container_id: str) -> int:
+    engine = _connect()  # a connection of its own: this wait may last days
+    try:
+        return engine.api.wait(container_id, timeout=None)["StatusCode"]
+    finally:
+        engine.close()
+
+
+def _gpu_request(devices: list[str]) -> DeviceRequest:
+    """Exactly these GPUs (indices or UUIDs), from whichever driver offers the gpu capability."""
+    return DeviceRequest(device_ids=list(devices), capabilities=[["gpu"]])
+
+
+def _mount(source: str, target: str, read_only: bool = True) -> Mount:
+    return Mount(target=target, source=source, type="bind", read_only=read_only)
+
+
+def _read_only_mount(text: str) -> Mount:
+    """'HOST' (mounted at the same path) or 'HOST:CONTAINER'."""
+    source, _, target = text.partition(":")
+    return _mount(source, target or source)
+
+
+def _message(error: APIError) -> str:
+    """What the engine said, without the HTTP wrapping."""
+    explanation = error.explanation
+    return explanation.decode() if isinstance(explanation, bytes) else explanation or str(error)
+
+
+def _signal_as_negative(status: int) -> int:
+    """A container killed by signal N exits with 128 + N; the queue expects -N, as from Popen."""
+    try:
+        return -signal.Signals(status - 128) if status > 128 else status
+    except ValueError:
+        return status
