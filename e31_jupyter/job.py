@@ -161,6 +161,7 @@ class JobSpec:
     outputs: list[str] = field(default_factory=list)
     reports: list[str] = field(default_factory=lambda: list(REPORT_FORMATS))
     image: str = ""  # the container image (container backends only)
+    max_output_bytes: int = 50 << 30  # collected files past this are left out, and listed
 
     def to_dict(self) -> dict:
         return asdict(self)

@@ -23,15 +23,22 @@ def snapshot(work: Path) -> dict[str, list[int]]:
     return files
 
 
-def collect_files(work: Path, baseline: dict, globs: list[str]) -> list[dict]:
+def collect_files(work: Path, baseline: dict, globs: list[str], quota: int) -> tuple[list[dict], list[dict]]:
     """The files to hand back: those matching ``globs``, or by default every file the job
-    created or changed. Symbolic links are never collected."""
+    created or changed; symbolic links never. Returns (collected, left out): files past the
+    ``quota`` of bytes are left out, the smallest kept first so that as many as possible fit."""
     now = snapshot(work)
     if globs:
         chosen = [p for p in now if any(fnmatch.fnmatch(p, g) for g in globs)]
     else:
         chosen = [p for p, sig in now.items() if baseline.get(p) != sig]
-    return [{"path": p, "size": now[p][0]} for p in sorted(chosen)]
+    kept, left_out, total = [], [], 0
+    for path in sorted(chosen, key=lambda p: (now[p][0], p)):
+        entry = {"path": path, "size": now[path][0]}
+        fits = total + entry["size"] <= quota
+        (kept if fits else left_out).append(entry)
+        total += entry["size"] if fits else 0
+    return sorted(kept, key=lambda f: f["path"]), sorted(left_out, key=lambda f: f["path"])
 
 
 def _regular_files(root: Path):

@@ -46,7 +46,7 @@ from .job import (
 from .jobdir import JobDir, write_json_atomic
 from .packaging import kernel_of, notebook_from_request
 from .store import Store
-from .text import format_seconds
+from .text import format_seconds, format_size
 from .values import INDEX as VALUES_INDEX
 from .values import read_index
 
@@ -74,6 +74,9 @@ class Settings:
     currency: str = "USD"
     grace_s: float = 5.0
     policy: str = "edf"
+    max_queued_per_user: int = 1000
+    max_input_bytes: int = 50 << 30
+    max_output_bytes: int = 50 << 30
 
 
 class Queue:
@@ -171,8 +174,10 @@ class Queue:
         request, warnings = validate_request(body, limits, now)
         outputs, reports = validate_outputs(body)
         parameters = validate_parameters(body.get("parameters"))
+        self._check_queued_limit(caller)
         data = _data_paths(body.get("data"), root_dir)
         inputs = _inputs_path(body.get("inputs"))
+        await asyncio.to_thread(self._check_input_size, data + ([inputs] if inputs else []))
         notebook, notebook_name = notebook_from_request(body, root_dir)
         spec = JobSpec(
             name=validate_text(body, "name") or notebook_name.removesuffix(".ipynb"),
@@ -185,6 +190,7 @@ class Queue:
             outputs=outputs,
             reports=reports,
             image=validate_image(body, limits),
+            max_output_bytes=self.settings.max_output_bytes,
         )
         job_id = _new_job_id()
         await asyncio.to_thread(self._stage, job_id, spec, notebook, data, inputs)
@@ -192,6 +198,25 @@ class Queue:
         if self.is_scheduler:
             self.schedule()
         return self.describe(self.store.get(job_id)), warnings
+
+    def _check_queued_limit(self, caller: Caller) -> None:
+        waiting = len(self.store.jobs((JobState.QUEUED.value,), owner=caller.name))
+        if waiting >= self.settings.max_queued_per_user:
+            raise E31Error(
+                f"You have {waiting} jobs waiting, the most this queue takes from one user "
+                "(c.E31.max_queued_per_user). Submit again when some have started, or cancel some.",
+                status=429,
+            )
+
+    def _check_input_size(self, paths: list[Path]) -> None:
+        size = sum(_size_of(p) for p in paths)
+        if size > self.settings.max_input_bytes:
+            raise E31Error(
+                f"The job's data is {format_size(size)}, more than a job may bring in "
+                f"({format_size(self.settings.max_input_bytes)}, c.E31.max_input_bytes). Read large "
+                "data inside the job from where it lives instead of copying it in.",
+                status=413,
+            )
 
     async def _record(self, job_id: str, spec: JobSpec, record: dict) -> None:
         """Record the staged job, then move its directory into place. A crash before the record
@@ -340,6 +365,7 @@ class Queue:
                 "reports": result.get("reports") or spec.get("reports", []),
             },
             "files_count": result.get("files_count", 0),
+            "files_left_out": result.get("files_left_out", 0),
             "values": result.get("values", []),
             "fingerprint": job["fingerprint"],
         }
@@ -464,6 +490,7 @@ class Queue:
         progress = jobdir.read_json(jobdir.progress) or {}
         return {
             "files_count": len(manifest.get("files", [])),
+            "files_left_out": len(manifest.get("left_out", [])),
             "values": sorted(read_index(jobdir.values)),
             "reports": sorted(manifest.get("reports", {})),
             "progress": {k: progress.get(k) for k in ("cells_done", "cells_total")},
@@ -573,6 +600,12 @@ def _inputs_path(value) -> Path | None:
             f"as the %%e31 magic writes it; got {value!r}."
         )
     return path
+
+
+def _size_of(path: Path) -> int:
+    if path.is_file():
+        return path.stat().st_size
+    return sum(p.stat().st_size for p in path.rglob("*") if p.is_file() and not p.is_symlink())
 
 
 def _copy(source: Path, target: Path) -> None:

@@ -18,6 +18,7 @@ import time
 
 from .jobdir import JobDir, write_json_atomic
 from .outputs import collect_files, snapshot, write_reports
+from .text import format_size
 
 HEARTBEAT_S = 2.0
 
@@ -119,12 +120,22 @@ def run(jobdir: JobDir) -> dict:
     signal.signal(signal.SIGTERM, signal.SIG_IGN)  # the notebook is done; let the results land
     finished_at = time.time()
     baseline = jobdir.read_json(jobdir.baseline, {})
+    quota = spec.get("max_output_bytes", 50 << 30)
+    files, left_out = collect_files(jobdir.work, baseline, spec["outputs"], quota)
+    if left_out:
+        print(
+            f"e31: {len(left_out)} file(s), {format_size(sum(f['size'] for f in left_out))}, were not "
+            f"collected: they do not fit in the output quota of {format_size(quota)} "
+            "(c.E31.max_output_bytes). They stay in the job's directory.",
+            flush=True,
+        )
     manifest = {
         "status": status,
         "reason": reason,
         "started_at": started_at,
         "finished_at": finished_at,
-        "files": collect_files(jobdir.work, baseline, spec["outputs"]),
+        "files": files,
+        "left_out": left_out,
         "reports": write_reports(jobdir, spec["reports"]),
     }
     write_json_atomic(jobdir.manifest, manifest)

@@ -2,18 +2,13 @@
 
 from __future__ import annotations
 
-import datetime as dt
-import time
 from pathlib import Path
 
-import nbformat
 import pytest
-from nbformat.v4 import new_code_cell, new_notebook
+from support import EXAMPLES, GATED, ts, wait_for, wait_state, write_notebook  # noqa: F401 (re-exported)
 
 from e31_jupyter.client import E31Client
 from e31_jupyter.testing import ServerProcess
-
-EXAMPLES = Path(__file__).resolve().parent.parent / "example_notebooks"
 
 
 @pytest.fixture
@@ -41,29 +36,6 @@ def client(server) -> E31Client:
     return E31Client(server.url, server.token)
 
 
-def write_notebook(path: Path, *sources: str, parameters: str | None = None, kernel="python3") -> Path:
-    """A notebook of code cells (the first tagged ``parameters`` when given)."""
-    nb = new_notebook()
-    nb.metadata.kernelspec = {"name": kernel, "display_name": kernel, "language": "python"}
-    if parameters is not None:
-        nb.cells.append(new_code_cell(parameters, metadata={"tags": ["parameters"]}))
-    nb.cells.extend(new_code_cell(s) for s in sources)
-    nbformat.write(nb, path)
-    return path
-
-
-GATED = """
-import os, pathlib, time
-pathlib.Path("devices.txt").write_text(os.environ.get("CUDA_VISIBLE_DEVICES", "<unset>"))
-with open(runs, "a") as f:
-    f.write(os.environ["E31_JOB_ID"] + "\\n")
-started = time.time()
-while not os.path.exists(gate) and time.time() - started < 120:
-    time.sleep(0.05)
-assert os.path.exists(gate), "the test never opened the gate"
-"""
-
-
 @pytest.fixture
 def gated(tmp_path):
     """A notebook that records its devices and job id, then waits until the test opens its gate."""
@@ -83,26 +55,3 @@ def gated(tmp_path):
             return client.submit(path=str(path), name=name, parameters=self.params(name), **request)
 
     return Gated()
-
-
-def wait_for(predicate, timeout: float = 60, interval: float = 0.1, what: str = "condition"):
-    """Poll until ``predicate()`` returns something truthy; return it."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(interval)
-    raise AssertionError(f"timed out after {timeout}s waiting for {what}")
-
-
-def wait_state(client, job_id: str, *states: str, timeout: float = 90) -> dict:
-    def reached():
-        job = client.job(job_id)
-        return job if job["state"] in states else None
-
-    return wait_for(reached, timeout, what=f"job {job_id} to be {' or '.join(states)}")
-
-
-def ts(value: str | None) -> float | None:
-    return dt.datetime.fromisoformat(value).timestamp() if value else None

@@ -6,7 +6,7 @@ import os
 import re
 
 from jupyter_core.paths import jupyter_data_dir
-from traitlets import Enum, Float, List, Unicode, default, validate
+from traitlets import Enum, Float, Int, List, Unicode, default, validate
 from traitlets.config import Configurable
 
 from ..errors import InvalidRequest
@@ -67,7 +67,7 @@ class E31(Configurable):
 
     docker_image = Unicode(
         help="The image a job runs in when it names none (backend 'docker'). It must contain "
-        "Python (as `docker_python`) with papermill and ipykernel."
+        "Python 3.10+ (as `docker_python`) with papermill, ipykernel and nbconvert."
     ).tag(config=True)
 
     docker_allowed_images = List(
@@ -121,6 +121,20 @@ class E31(Configurable):
 
     stop_grace = Float(
         5.0, help="Seconds between SIGTERM and SIGKILL when a job is cancelled or times out."
+    ).tag(config=True)
+
+    max_queued_per_user = Int(
+        1000, help="The most jobs one user may have waiting in the queue at once."
+    ).tag(config=True)
+
+    max_input_bytes = Int(
+        50 << 30, help="The most data (files, folders, captured values) one job may bring in."
+    ).tag(config=True)
+
+    max_output_bytes = Int(
+        50 << 30,
+        help="The most one job may hand back in collected files; past it the job keeps what fits "
+        "and says what was left out.",
     ).tag(config=True)
 
     @default("data_dir")

@@ -30,6 +30,9 @@ class E31Extension(ExtensionApp):
             currency=config.currency,
             grace_s=config.stop_grace,
             policy=config.policy,
+            max_queued_per_user=config.max_queued_per_user,
+            max_input_bytes=config.max_input_bytes,
+            max_output_bytes=config.max_output_bytes,
         )
         try:
             backend = backends.create(config.backend, **config.backend_settings())

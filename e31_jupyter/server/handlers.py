@@ -89,6 +89,13 @@ class E31Handler(APIHandler):
                 await self.flush()
         self.finish()
 
+    async def submit_job(self, body: dict) -> None:
+        kernels = list(self.kernel_spec_manager.find_kernel_specs())
+        root_dir = Path(self.settings.get("server_root_dir", ".")).expanduser()
+        job, warnings = await self.queue.submit(self.caller, body, kernels, root_dir)
+        self.set_status(201)
+        self.finish({**job, "warnings": warnings})
+
     def job_and_dir(self, job_id: str):
         job = self.queue.visible_job(self.caller, job_id)
         return job, self.queue.jobdir(job_id)
@@ -107,12 +114,7 @@ class JobsHandler(E31Handler):
     @authorized
     @_answers_errors
     async def post(self):
-        body = self.json_body()
-        kernels = list(self.kernel_spec_manager.find_kernel_specs())
-        root_dir = Path(self.settings.get("server_root_dir", ".")).expanduser()
-        job, warnings = await self.queue.submit(self.caller, body, kernels, root_dir)
-        self.set_status(201)
-        self.finish({**job, "warnings": warnings})
+        await self.submit_job(self.json_body())
 
 
 class JobHandler(E31Handler):
@@ -130,6 +132,55 @@ class CancelHandler(E31Handler):
     @_answers_errors
     async def post(self, job_id):
         self.finish(self.queue.cancel(self.caller, job_id))
+
+
+class ResubmitHandler(E31Handler):
+    """A new job from an earlier one: its stored notebook, parameters, data sources and
+    request, with the changes in the body. The deadline is not carried over."""
+
+    CHANGEABLE = {
+        "gpus", "max_runtime", "expected_runtime", "deadline", "name", "team", "parameters",
+        "outputs", "reports",
+    }  # fmt: skip
+
+    @web.authenticated
+    @authorized
+    @_answers_errors
+    async def post(self, job_id):
+        changes = self.json_body()
+        unknown = sorted(set(changes) - self.CHANGEABLE)
+        if unknown:
+            raise InvalidRequest(
+                f"Cannot change {', '.join(unknown)} when resubmitting; "
+                f"allowed: {', '.join(sorted(self.CHANGEABLE))}."
+            )
+        _, jobdir = self.job_and_dir(job_id)
+        spec = jobdir.read_json(jobdir.spec)
+        if spec is None or not jobdir.input_notebook.exists():
+            raise Conflict(f"Job {job_id} has no stored notebook to run again.")
+        request = spec["request"]
+        body = {
+            "notebook": json.loads(jobdir.input_notebook.read_text(encoding="utf-8")),
+            "notebook_name": spec["notebook_name"],
+            "parameters": spec.get("parameters") or {},
+            "data": spec.get("data") or [],
+            "gpus": request["gpus"],
+            "name": spec["name"],
+            "team": spec.get("team") or None,
+            "outputs": spec.get("outputs") or [],
+        }
+        if spec.get("reports") is not None:
+            body["reports"] = spec["reports"]
+        if request.get("max_runtime_given"):
+            body["max_runtime"] = request["max_runtime_s"]
+        if request.get("expected_runtime_s") is not None:
+            body["expected_runtime"] = request["expected_runtime_s"]
+        if (jobdir.inputs / values.INDEX).is_file():
+            body["inputs"] = str(jobdir.inputs)  # a %%e31 cell's captured values, copied
+        if isinstance(changes.get("parameters"), dict):
+            changes["parameters"] = {**body["parameters"], **changes["parameters"]}
+        body.update(changes)
+        await self.submit_job(body)
 
 
 class NotebookHandler(E31Handler):
@@ -168,7 +219,7 @@ class FilesHandler(E31Handler):
     async def get(self, job_id):
         _, jobdir = self.job_and_dir(job_id)
         manifest = jobdir.read_json(jobdir.manifest, {})
-        self.finish({"files": manifest.get("files", [])})
+        self.finish({"files": manifest.get("files", []), "left_out": manifest.get("left_out", [])})
 
 
 class FileHandler(E31Handler):
@@ -241,8 +292,13 @@ class InfoHandler(E31Handler):
     @authorized
     @_answers_errors
     async def get(self):
-        """What a client on this machine needs: the inbox where it may stage captured values."""
-        self.finish({"version": __version__, "inbox": str(self.queue.inbox)})
+        """What a client needs: the inbox where a kernel on this machine may stage captured
+        values, and who the caller is (the owner name of their jobs)."""
+        caller = self.caller
+        self.finish({
+            "version": __version__, "inbox": str(self.queue.inbox),
+            "user": caller.name, "admin": caller.is_admin,
+        })  # fmt: skip
 
 
 class GpusHandler(E31Handler):
@@ -260,6 +316,7 @@ def routes() -> list[tuple[str, type]]:
         (r"/e31/api/jobs", JobsHandler),
         (job, JobHandler),
         (job + r"/cancel", CancelHandler),
+        (job + r"/resubmit", ResubmitHandler),
         (job + r"/notebook", NotebookHandler),
         (job + r"/report", ReportHandler),
         (job + r"/files", FilesHandler),
