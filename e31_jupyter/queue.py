@@ -478,6 +478,11 @@ class Queue:
         self.backend.sweep(job_id)
         jobdir = self.jobdir(job_id)
         state, reason = _final_state(job, jobdir.read_json(jobdir.manifest), exit_code, start_error)
+        if state == "failed" and _disk_full(jobdir.path, reason):
+            reason = (
+                f"disk full: the data directory ({self.data_dir}) ran out of space while the job "
+                f"ran ({reason}). What it wrote is kept; free some space and run it again."
+            )
         self.store.transition(
             job_id, ("running",), state, reason, ended_at, finished_at=ended_at, result=self.result_of(job_id)
         )
@@ -525,6 +530,15 @@ class Queue:
         for path in self.inbox.iterdir():  # captures whose submit never came
             if path.stat().st_mtime < time.time() - INBOX_AGE_S:
                 shutil.rmtree(path, ignore_errors=True)
+
+
+def _disk_full(path: Path, reason: str) -> bool:
+    if "No space left on device" in reason:
+        return True
+    try:
+        return shutil.disk_usage(path).free < 1 << 20
+    except OSError:
+        return False
 
 
 def _record_fields(job_id: str, caller: Caller, spec: JobSpec, body: dict, now: float) -> dict:

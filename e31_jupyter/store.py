@@ -6,7 +6,10 @@ state change only happens from the state the caller expects, so two writers cann
 
 from __future__ import annotations
 
+import functools
 import json
+import logging
+import os
 import sqlite3
 import threading
 from pathlib import Path
@@ -51,6 +54,8 @@ CREATE INDEX IF NOT EXISTS transitions_job ON transitions(job_id, seq);
 """
 
 
+log = logging.getLogger("e31")
+
 _JSON_COLUMNS = ("granted", "spec", "result")
 
 
@@ -67,6 +72,24 @@ def _encoded(fields: dict) -> dict:
     return {k: json.dumps(v) if k in _JSON_COLUMNS else v for k, v in fields.items()}
 
 
+def _writes(method):
+    """A write that survives a full disk once: the reserve file made at start-up is given up
+    so the record of what happened (a job that failed for lack of space) still lands."""
+
+    @functools.wraps(method)
+    def wrapper(self, *args, **kwargs):
+        try:
+            return method(self, *args, **kwargs)
+        except sqlite3.OperationalError as error:
+            if "full" not in str(error) or not self._reserve.exists():
+                raise
+            log.critical("e31: the disk of %s is full; using the reserved space", self.path)
+            self._reserve.unlink()
+            return method(self, *args, **kwargs)
+
+    return wrapper
+
+
 class Store:
     def __init__(self, path: str | Path):
         self.path = Path(path)
@@ -79,6 +102,8 @@ class Store:
         self._db.execute("PRAGMA synchronous=NORMAL")
         with self._lock:
             self._db.executescript(_SCHEMA)  # idempotent; executescript manages its transaction
+        self._reserve = self.path.with_name(self.path.name + ".reserve")
+        _make_reserve(self._reserve)
 
     def close(self) -> None:
         with self._lock:
@@ -89,6 +114,7 @@ class Store:
 
     # --- jobs -----------------------------------------------------------------------------
 
+    @_writes
     def insert_job(self, job: dict, reason: str) -> None:
         row = _encoded({"granted": [], **job})
         columns = ", ".join(row)
@@ -101,6 +127,7 @@ class Store:
                 (job["id"], job["submitted_at"], job["state"], reason),
             )
 
+    @_writes
     def transition(
         self, job_id: str, expected: tuple[str, ...], to_state: str, reason: str, at: float, **fields
     ) -> bool:
@@ -124,12 +151,14 @@ class Store:
             )
         return True
 
+    @_writes
     def delete_job(self, job_id: str) -> None:
         """Forget a job that was never acknowledged (its hand-over to a cluster failed)."""
         with self._write() as db:
             db.execute("DELETE FROM transitions WHERE job_id = ?", (job_id,))
             db.execute("DELETE FROM jobs WHERE id = ?", (job_id,))
 
+    @_writes
     def update(self, job_id: str, **fields) -> None:
         """Change bookkeeping fields that are not a state change (handle, stop request, ...)."""
         fields = _encoded(fields)
@@ -182,6 +211,17 @@ class Store:
     def job_ids(self) -> set[str]:
         with self._lock:
             return {r[0] for r in self._db.execute("SELECT id FROM jobs")}
+
+
+def _make_reserve(path: Path, size: int = 4 << 20) -> None:
+    """Space set aside so that the store can still record jobs when the disk fills up."""
+    if path.exists():
+        return
+    try:
+        with open(path, "wb") as f:
+            os.posix_fallocate(f.fileno(), 0, size)
+    except OSError:
+        path.unlink(missing_ok=True)  # no room even for that: run without a reserve
 
 
 class _Transaction:
