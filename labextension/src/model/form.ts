@@ -1,0 +1,210 @@
+/**
+ * The submit dialog's form, apart from its widgets: what it starts with, and the request it
+ * becomes. The server checks the request again and has the last word (its messages are shown
+ * in the dialog); the checks here only catch what the form itself can know.
+ */
+
+import { durationInput } from './format';
+import {
+  IParameter,
+  changedParameters,
+  fieldText,
+  parameterFromValue
+} from './parameters';
+import { IJob, IResubmitRequest, ISubmitRequest } from './types';
+
+export interface ISubmitForm {
+  gpus: string;
+  deadline: string;
+  maxRuntime: string;
+  expectedRuntime: string;
+  name: string;
+  team: string;
+  /** Globs, separated by commas or new lines. */
+  outputs: string;
+  /** Parameter name -> field text (or checkbox state). */
+  parameters: Record<string, string | boolean>;
+}
+
+/** Where the job's notebook comes from. */
+export type NotebookSource =
+  | { kind: 'path'; path: string }
+  | { kind: 'content'; name: string; content: unknown }
+  | { kind: 'job'; job: IJob };
+
+export function notebookName(source: NotebookSource): string {
+  switch (source.kind) {
+    case 'path':
+      return source.path.split('/').pop() || source.path;
+    case 'content':
+      return source.name;
+    case 'job':
+      return source.job.work?.notebook || source.job.name;
+  }
+}
+
+export function initialForm(
+  source: NotebookSource,
+  parameters: IParameter[],
+  remembered: { team?: string; gpus?: string } = {}
+): ISubmitForm {
+  const fields: Record<string, string | boolean> = {};
+  for (const p of parameters) {
+    fields[p.name] = p.kind === 'bool' ? p.value === true : fieldText(p);
+  }
+  if (source.kind === 'job') {
+    const job = source.job;
+    return {
+      gpus: String(job.request.gpus),
+      deadline: '',
+      maxRuntime: durationInput(job.request.max_runtime_s),
+      expectedRuntime: durationInput(job.request.expected_runtime_s),
+      name: job.name,
+      team: job.team || '',
+      outputs: (job.output?.files ?? []).join(', '),
+      parameters: fields
+    };
+  }
+  return {
+    gpus: remembered.gpus ?? '1',
+    deadline: '',
+    maxRuntime: '',
+    expectedRuntime: '',
+    name: notebookName(source).replace(/\.ipynb$/, ''),
+    team: remembered.team ?? '',
+    outputs: '',
+    parameters: fields
+  };
+}
+
+/** The parameters a resubmit dialog shows: those the job was given, with their values. */
+export function jobParameters(job: IJob): IParameter[] {
+  return Object.entries(job.work?.parameters ?? {}).map(([name, value]) =>
+    parameterFromValue(name, value)
+  );
+}
+
+export function splitGlobs(text: string): string[] {
+  return text
+    .split(/[,\n]/)
+    .map(s => s.trim())
+    .filter(Boolean);
+}
+
+export interface IFormResult<T> {
+  request?: T;
+  /** Field -> message; `parameters.<name>` for a parameter. */
+  errors: Record<string, string>;
+}
+
+/** A new job's request from the form; empty fields are left to the server's defaults. */
+export function submitRequest(
+  form: ISubmitForm,
+  source: Exclude<NotebookSource, { kind: 'job' }>,
+  parameters: IParameter[],
+  inventorySize: number | null
+): IFormResult<ISubmitRequest> {
+  const errors: Record<string, string> = {};
+  const request: ISubmitRequest =
+    source.kind === 'path'
+      ? { path: source.path }
+      : { notebook: source.content, notebook_name: source.name };
+  const gpus = checkGpus(form.gpus, inventorySize, errors);
+  if (gpus !== undefined) {
+    request.gpus = gpus;
+  }
+  const text: [keyof ISubmitForm, keyof ISubmitRequest][] = [
+    ['deadline', 'deadline'],
+    ['maxRuntime', 'max_runtime'],
+    ['expectedRuntime', 'expected_runtime'],
+    ['name', 'name'],
+    ['team', 'team']
+  ];
+  for (const [field, key] of text) {
+    const value = String(form[field]).trim();
+    if (value) {
+      (request as any)[key] = value;
+    }
+  }
+  const outputs = splitGlobs(form.outputs);
+  if (outputs.length) {
+    request.outputs = outputs;
+  }
+  const changed = changedParameters(parameters, form.parameters);
+  for (const [name, message] of Object.entries(changed.errors)) {
+    errors[`parameters.${name}`] = message;
+  }
+  if (Object.keys(changed.values).length) {
+    request.parameters = changed.values;
+  }
+  return Object.keys(errors).length ? { errors } : { request, errors };
+}
+
+/**
+ * A resubmit's changes: only the fields the user changed from the original job (the server
+ * keeps the rest, including limits that were its defaults). A cleared field means "the
+ * server's default" and is not sent either, except the deadline, which is never carried over.
+ */
+export function resubmitRequest(
+  form: ISubmitForm,
+  original: ISubmitForm,
+  parameters: IParameter[],
+  inventorySize: number | null
+): IFormResult<IResubmitRequest> {
+  const errors: Record<string, string> = {};
+  const request: IResubmitRequest = {};
+  if (form.gpus.trim() !== original.gpus.trim()) {
+    const gpus = checkGpus(form.gpus, inventorySize, errors);
+    if (gpus !== undefined) {
+      request.gpus = gpus;
+    }
+  }
+  const text: [keyof ISubmitForm, keyof IResubmitRequest][] = [
+    ['deadline', 'deadline'],
+    ['maxRuntime', 'max_runtime'],
+    ['expectedRuntime', 'expected_runtime'],
+    ['name', 'name'],
+    ['team', 'team']
+  ];
+  for (const [field, key] of text) {
+    const value = String(form[field]).trim();
+    if (value && value !== String(original[field]).trim()) {
+      (request as any)[key] = value;
+    }
+  }
+  if (splitGlobs(form.outputs).join(',') !== splitGlobs(original.outputs).join(',')) {
+    request.outputs = splitGlobs(form.outputs);
+  }
+  const changed = changedParameters(parameters, form.parameters);
+  for (const [name, message] of Object.entries(changed.errors)) {
+    errors[`parameters.${name}`] = message;
+  }
+  if (Object.keys(changed.values).length) {
+    request.parameters = changed.values;
+  }
+  return Object.keys(errors).length ? { errors } : { request, errors };
+}
+
+function checkGpus(
+  text: string,
+  inventorySize: number | null,
+  errors: Record<string, string>
+): number | undefined {
+  const value = text.trim();
+  if (value === '') {
+    return undefined;
+  }
+  if (!/^\d+$/.test(value)) {
+    errors.gpus = 'GPUs must be a whole number (0 for a CPU-only job).';
+    return undefined;
+  }
+  const gpus = parseInt(value, 10);
+  if (inventorySize !== null && gpus > inventorySize) {
+    errors.gpus =
+      inventorySize === 0
+        ? 'This queue has no GPUs: only 0-GPU jobs can run.'
+        : `This queue has ${inventorySize} GPU${inventorySize === 1 ? '' : 's'}; ask for at most ${inventorySize}.`;
+    return undefined;
+  }
+  return gpus;
+}

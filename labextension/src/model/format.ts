@@ -1,0 +1,195 @@
+/**
+ * How numbers and times read in the UI.
+ */
+
+import { IJob, JobState } from './types';
+
+/** 5400 -> "1h 30m"; 42 -> "42s"; 90061 -> "1d 1h". Two units at most. */
+export function formatDuration(seconds: number | null | undefined): string {
+  if (seconds === null || seconds === undefined || !isFinite(seconds)) {
+    return '—';
+  }
+  let s = Math.max(0, Math.round(seconds));
+  if (s < 60) {
+    return `${s}s`;
+  }
+  const units: [string, number][] = [
+    ['d', 86400],
+    ['h', 3600],
+    ['m', 60],
+    ['s', 1]
+  ];
+  const parts: string[] = [];
+  for (const [unit, size] of units) {
+    const n = Math.floor(s / size);
+    if (n > 0 || parts.length > 0) {
+      if (n > 0) {
+        parts.push(`${n}${unit}`);
+      }
+      s -= n * size;
+    }
+    if (parts.length === 2 || (parts.length === 1 && s === 0)) {
+      break;
+    }
+  }
+  return parts.join(' ');
+}
+
+/** The same duration in the form the server accepts back ("90m", "6h", "1h30m"). */
+export function durationInput(seconds: number | null | undefined): string {
+  if (seconds === null || seconds === undefined || !isFinite(seconds)) {
+    return '';
+  }
+  const s = Math.round(seconds);
+  if (s % 86400 === 0 && s > 0) {
+    return `${s / 86400}d`;
+  }
+  if (s % 3600 === 0 && s > 0) {
+    return `${s / 3600}h`;
+  }
+  if (s % 60 === 0 && s > 0) {
+    const h = Math.floor(s / 3600);
+    const m = (s % 3600) / 60;
+    return h ? `${h}h${m}m` : `${m}m`;
+  }
+  return String(s);
+}
+
+/** GPU-hours for people: "0.42 GPU-h", "12.5 GPU-h", "0 GPU-h". */
+export function formatGpuHours(hours: number): string {
+  return `${formatHours(hours)} GPU-h`;
+}
+
+export function formatHours(hours: number): string {
+  if (hours <= 0) {
+    return '0';
+  }
+  if (hours < 0.01) {
+    return hours < 0.001 ? '<0.001' : hours.toFixed(3);
+  }
+  if (hours < 10) {
+    return hours.toFixed(2);
+  }
+  if (hours < 100) {
+    return hours.toFixed(1);
+  }
+  return Math.round(hours).toLocaleString('en-US');
+}
+
+export function formatCost(cost: number, currency: string | undefined): string {
+  if (!cost) {
+    return '';
+  }
+  return `${cost.toFixed(2)} ${currency || ''}`.trim();
+}
+
+const pad = (n: number) => String(n).padStart(2, '0');
+
+/** A timestamp near `now` in few characters: "14:03", "Tue 14:03", "2024-05-01 14:03". */
+export function formatTime(iso: string | null, now: Date = new Date()): string {
+  if (!iso) {
+    return '—';
+  }
+  const t = new Date(iso);
+  if (Number.isNaN(t.getTime())) {
+    return iso;
+  }
+  const hm = `${pad(t.getHours())}:${pad(t.getMinutes())}`;
+  const sameDay = t.toDateString() === now.toDateString();
+  if (sameDay) {
+    return hm;
+  }
+  const days = Math.abs(now.getTime() - t.getTime()) / 86400000;
+  if (days < 6) {
+    return `${['Sun', 'Mon', 'Tue', 'Wed', 'Thu', 'Fri', 'Sat'][t.getDay()]} ${hm}`;
+  }
+  return `${t.getFullYear()}-${pad(t.getMonth() + 1)}-${pad(t.getDate())} ${hm}`;
+}
+
+/** Full local date and time with seconds, for tooltips and the timeline. */
+export function formatTimestamp(iso: string | null): string {
+  if (!iso) {
+    return '—';
+  }
+  const t = new Date(iso);
+  if (Number.isNaN(t.getTime())) {
+    return iso;
+  }
+  return (
+    `${t.getFullYear()}-${pad(t.getMonth() + 1)}-${pad(t.getDate())} ` +
+    `${pad(t.getHours())}:${pad(t.getMinutes())}:${pad(t.getSeconds())}`
+  );
+}
+
+/** Seconds between two timestamps (the second defaulting to `now`). */
+export function secondsBetween(
+  from: string | null,
+  to: string | null,
+  now: number = Date.now()
+): number | null {
+  if (!from) {
+    return null;
+  }
+  const a = Date.parse(from);
+  const b = to ? Date.parse(to) : now;
+  if (Number.isNaN(a) || Number.isNaN(b)) {
+    return null;
+  }
+  return Math.max(0, (b - a) / 1000);
+}
+
+export const STATE_LABELS: Record<JobState, string> = {
+  queued: 'Queued',
+  running: 'Running',
+  succeeded: 'Succeeded',
+  failed: 'Failed',
+  cancelled: 'Cancelled',
+  expired: 'Expired'
+};
+
+/** One line that says where the job stands: "#2 in queue", "cell 3 of 8", "ran 4m 12s". */
+export function jobSummary(job: IJob, now: number = Date.now()): string {
+  switch (job.state) {
+    case 'queued': {
+      const waiting = `waiting ${formatDuration(secondsBetween(job.submitted_at, null, now))}`;
+      const deadline = job.request.deadline
+        ? ` · due ${formatTime(job.request.deadline, new Date(now))}`
+        : '';
+      return waiting + deadline;
+    }
+    case 'running': {
+      const { cells_done, cells_total } = job.progress;
+      const cells = cells_total ? `cell ${Math.min(cells_done + 1, cells_total)} of ${cells_total}` : 'starting';
+      return `${cells} · ${formatDuration(secondsBetween(job.started_at, null, now))}`;
+    }
+    case 'expired':
+      return job.reason || 'the deadline could not be met';
+    default: {
+      const ran = secondsBetween(job.started_at, job.finished_at, now);
+      return ran === null ? job.reason || STATE_LABELS[job.state].toLowerCase() : `ran ${formatDuration(ran)}`;
+    }
+  }
+}
+
+/** Progress as a fraction in [0, 1], or null when unknown. */
+export function progressFraction(job: IJob): number | null {
+  const { cells_done, cells_total } = job.progress;
+  if (!cells_total) {
+    return job.state === 'succeeded' ? 1 : null;
+  }
+  return Math.max(0, Math.min(1, cells_done / cells_total));
+}
+
+export function formatBytes(bytes: number): string {
+  if (bytes < 1024) {
+    return `${bytes} B`;
+  }
+  const units = ['KB', 'MB', 'GB', 'TB'];
+  let value = bytes / 1024;
+  let i = 0;
+  while (value >= 1024 && i < units.length - 1) {
+    value /= 1024;
+    i++;
+  }
+  return `${value < 10 ? value.toFixed(1) : Math.round(value)} ${units[i]}`;
+}

@@ -1,0 +1,160 @@
+/**
+ * The e31 REST API's nouns, as `e31_jupyter/server/openapi.yaml` describes them.
+ */
+
+export type JobState =
+  | 'queued'
+  | 'running'
+  | 'succeeded'
+  | 'failed'
+  | 'cancelled'
+  | 'expired';
+
+export const ALL_STATES: ReadonlyArray<JobState> = [
+  'queued',
+  'running',
+  'succeeded',
+  'failed',
+  'cancelled',
+  'expired'
+];
+
+/** States a job never leaves. */
+export const FINAL_STATES: ReadonlySet<JobState> = new Set<JobState>([
+  'succeeded',
+  'failed',
+  'cancelled',
+  'expired'
+]);
+
+export function isActive(job: { state: JobState }): boolean {
+  return job.state === 'queued' || job.state === 'running';
+}
+
+export function isFinal(job: { state: JobState }): boolean {
+  return FINAL_STATES.has(job.state);
+}
+
+export interface IUsage {
+  gpu_seconds: number;
+  gpu_hours: number;
+  cost: number;
+  currency?: string;
+}
+
+export interface IJob {
+  id: string;
+  name: string;
+  owner: string;
+  team: string | null;
+  state: JobState;
+  reason: string | null;
+  /** 1 for the next job to start; null unless queued. */
+  queue_position: number | null;
+  request: {
+    gpus: number;
+    max_runtime_s: number | null;
+    expected_runtime_s: number | null;
+    deadline: string | null;
+  };
+  /** Device ids granted; empty unless the job ran. */
+  gpus: string[];
+  meter: IUsage;
+  progress: {
+    cells_done: number;
+    cells_total: number | null;
+    current_cell?: number | null;
+  };
+  submitted_at: string | null;
+  started_at: string | null;
+  finished_at: string | null;
+  work?: {
+    notebook?: string | null;
+    parameters?: Record<string, unknown>;
+    kernel?: string | null;
+  };
+  output?: {
+    files?: string[];
+    reports?: string[];
+  };
+  files_count?: number;
+}
+
+export interface ITransition {
+  at: string;
+  from: JobState | null;
+  to: JobState;
+  reason: string | null;
+}
+
+export interface IJobDetail extends IJob {
+  transitions: ITransition[];
+}
+
+export interface ISubmittedJob extends IJob {
+  warnings: string[];
+}
+
+export interface ISubmitRequest {
+  path?: string;
+  notebook?: unknown;
+  notebook_name?: string;
+  parameters?: Record<string, unknown>;
+  gpus?: number;
+  max_runtime?: string | number;
+  expected_runtime?: string | number;
+  deadline?: string;
+  name?: string;
+  team?: string;
+  outputs?: string[];
+  reports?: string[];
+}
+
+/** What `POST /jobs/{id}/resubmit` takes: changes to the original job's request. */
+export type IResubmitRequest = Omit<
+  ISubmitRequest,
+  'path' | 'notebook' | 'notebook_name'
+>;
+
+export interface IFileEntry {
+  path: string;
+  size: number;
+}
+
+export interface ILogChunk {
+  text: string;
+  offset: number;
+  final: boolean;
+}
+
+export interface IMeterReport extends IUsage {
+  since: string;
+  until: string;
+  currency: string;
+  by_user: Record<string, IUsage>;
+  by_team: Record<string, IUsage>;
+}
+
+export interface IGpu {
+  id: string;
+  busy?: boolean;
+  job: string | null;
+  job_name: string | null;
+  owner: string | null;
+}
+
+export interface IGpuInventory {
+  gpus: IGpu[];
+  total: number;
+  free: number;
+  queued: number;
+  running: number;
+  source: 'configured' | 'nvml';
+}
+
+export interface IServerInfo {
+  version: string;
+  /** The name jobs are owned by for this caller. */
+  user?: string;
+  admin?: boolean;
+}

@@ -1,0 +1,99 @@
+import { initialForm, jobParameters, resubmitRequest, submitRequest } from '../src/model/form';
+import { parseParameters } from '../src/model/parameters';
+import { job } from './helpers';
+
+const params = parseParameters('epochs = 3\nlabel = "baseline"');
+
+describe('the submit form', () => {
+  it('starts from the notebook: its name, its parameters, the last team used', () => {
+    const form = initialForm({ kind: 'path', path: 'work/train.ipynb' }, params, { team: 'vision' });
+    expect(form).toMatchObject({
+      name: 'train',
+      team: 'vision',
+      gpus: '1',
+      parameters: { epochs: '3', label: 'baseline' }
+    });
+  });
+
+  it('becomes a request with only the fields that were filled in', () => {
+    const form = initialForm({ kind: 'path', path: 'train.ipynb' }, params);
+    form.parameters.label = 'changed';
+    form.deadline = ' 08:00 ';
+    form.outputs = 'model.pt, plots/*.png\n';
+    expect(submitRequest(form, { kind: 'path', path: 'train.ipynb' }, params, 2)).toEqual({
+      request: {
+        path: 'train.ipynb',
+        gpus: 1,
+        deadline: '08:00',
+        name: 'train',
+        outputs: ['model.pt', 'plots/*.png'],
+        parameters: { label: 'changed' }
+      },
+      errors: {}
+    });
+  });
+
+  it('sends an open notebook as content', () => {
+    const content = { cells: [], metadata: {}, nbformat: 4, nbformat_minor: 5 };
+    const source = { kind: 'content' as const, name: 'a.ipynb', content };
+    const result = submitRequest(initialForm(source, []), source, [], 2);
+    expect(result.request).toMatchObject({ notebook: content, notebook_name: 'a.ipynb' });
+  });
+
+  it('keeps the GPUs within the inventory', () => {
+    const source = { kind: 'path' as const, path: 'a.ipynb' };
+    const form = initialForm(source, []);
+    form.gpus = '3';
+    expect(submitRequest(form, source, [], 2).errors.gpus).toBe(
+      'This queue has 2 GPUs; ask for at most 2.'
+    );
+    form.gpus = '1.5';
+    expect(submitRequest(form, source, [], 2).errors.gpus).toMatch(/whole number/);
+    form.gpus = '1';
+    expect(submitRequest(form, source, [], 0).errors.gpus).toMatch(/no GPUs/);
+  });
+
+  it('reports a bad parameter under its name', () => {
+    const source = { kind: 'path' as const, path: 'a.ipynb' };
+    const form = initialForm(source, params);
+    form.parameters.epochs = 'many';
+    expect(submitRequest(form, source, params, 2)).toEqual({
+      errors: { 'parameters.epochs': 'epochs must be a whole number.' }
+    });
+  });
+});
+
+describe('the resubmit form', () => {
+  const original = job({
+    name: 'sweep',
+    team: 'nlp',
+    request: { gpus: 2, max_runtime_s: 5400, expected_runtime_s: null, deadline: '2024-01-01T00:00:00Z' },
+    work: { notebook: 'sweep.ipynb', parameters: { lr: 0.1, tag: 'a' } },
+    output: { files: ['*.pt'] }
+  });
+
+  it("starts from the job's request and parameters, without its old deadline", () => {
+    const form = initialForm({ kind: 'job', job: original }, jobParameters(original));
+    expect(form).toEqual({
+      gpus: '2',
+      deadline: '',
+      maxRuntime: '1h30m',
+      expectedRuntime: '',
+      name: 'sweep',
+      team: 'nlp',
+      outputs: '*.pt',
+      parameters: { lr: '0.1', tag: 'a' }
+    });
+  });
+
+  it('sends only what changed', () => {
+    const p = jobParameters(original);
+    const start = initialForm({ kind: 'job', job: original }, p);
+    const form = { ...start, parameters: { ...start.parameters, lr: '0.05' }, deadline: '+6h' };
+    expect(resubmitRequest(form, start, p, 2)).toEqual({
+      request: { deadline: '+6h', parameters: { lr: 0.05 } },
+      errors: {}
+    });
+    expect(resubmitRequest(start, start, p, 2)).toEqual({ request: {}, errors: {} });
+  });
+});

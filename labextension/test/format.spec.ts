@@ -1,0 +1,90 @@
+import {
+  durationInput,
+  formatBytes,
+  formatDuration,
+  formatGpuHours,
+  formatTime,
+  jobSummary,
+  progressFraction
+} from '../src/model/format';
+import { job } from './helpers';
+
+describe('format', () => {
+  it('says durations with at most two units', () => {
+    expect([0, 42, 60, 5400, 3600, 86400 + 3600 + 61, null].map(formatDuration)).toEqual([
+      '0s',
+      '42s',
+      '1m',
+      '1h 30m',
+      '1h',
+      '1d 1h',
+      '—'
+    ]);
+  });
+
+  it('writes durations back the way the server reads them', () => {
+    expect([5400, 3600, 86400, 90, 120, null].map(durationInput)).toEqual([
+      '1h30m',
+      '1h',
+      '1d',
+      '90',
+      '2m',
+      ''
+    ]);
+  });
+
+  it('rounds GPU-hours to what matters', () => {
+    expect([0, 0.0004, 0.005, 0.4249, 12.345, 1234.5].map(formatGpuHours)).toEqual([
+      '0 GPU-h',
+      '<0.001 GPU-h',
+      '0.005 GPU-h',
+      '0.42 GPU-h',
+      '12.3 GPU-h',
+      '1,235 GPU-h'
+    ]);
+  });
+
+  it('shows times near now briefly', () => {
+    const now = new Date(2024, 5, 5, 12, 0);
+    expect(formatTime(new Date(2024, 5, 5, 8, 3).toISOString(), now)).toBe('08:03');
+    expect(formatTime(new Date(2024, 5, 4, 8, 3).toISOString(), now)).toBe('Tue 08:03');
+    expect(formatTime(new Date(2024, 4, 1, 8, 3).toISOString(), now)).toBe('2024-05-01 08:03');
+    expect(formatTime(null, now)).toBe('—');
+  });
+
+  it('sums up where a job stands in a line', () => {
+    const now = Date.parse('2024-06-03T08:10:00Z');
+    expect(jobSummary(job({ state: 'queued', queue_position: 2 }), now)).toBe('waiting 10m');
+    const due = job({ state: 'queued' });
+    due.request.deadline = new Date(2024, 5, 3, 18, 30).toISOString();
+    expect(jobSummary(due, new Date(2024, 5, 3, 9, 0).getTime())).toMatch(/^waiting .* · due 18:30$/);
+    expect(
+      jobSummary(
+        job({
+          state: 'running',
+          started_at: '2024-06-03T08:05:00Z',
+          progress: { cells_done: 2, cells_total: 5 }
+        }),
+        now
+      )
+    ).toBe('cell 3 of 5 · 5m');
+    expect(
+      jobSummary(
+        job({ state: 'succeeded', started_at: '2024-06-03T08:05:00Z', finished_at: '2024-06-03T08:07:30Z' }),
+        now
+      )
+    ).toBe('ran 2m 30s');
+    expect(jobSummary(job({ state: 'cancelled', reason: 'cancelled by ada' }), now)).toBe(
+      'cancelled by ada'
+    );
+  });
+
+  it('knows progress only when the cell count is known', () => {
+    expect(progressFraction(job({ progress: { cells_done: 1, cells_total: 4 } }))).toBe(0.25);
+    expect(progressFraction(job({ progress: { cells_done: 0, cells_total: null } }))).toBeNull();
+  });
+
+  it('sizes files', () => {
+    expect([12, 2048, 5 * 1024 * 1024].map(formatBytes)).toEqual(['12 B', '2.0 KB', '5.0 MB']);
+  });
+});

@@ -1,0 +1,198 @@
+import { EndingsTracker } from '../src/model/endings';
+import { JobDetailModel } from '../src/model/detail';
+import { JobsModel } from '../src/model/jobs';
+import { IJob } from '../src/model/types';
+import { MemoryStorage, fakeApi, flush, job } from './helpers';
+
+const backoff = { min: 1000, max: 4000, factor: 2, errorMax: 8000 };
+
+function setup(initial: IJob[], info: Record<string, unknown> = { user: 'ada' }) {
+  let jobs = initial;
+  const server = fakeApi({
+    'GET info': () => ({ version: '0.1.0', ...info }),
+    'GET jobs': () => ({ jobs }),
+    'GET gpus': () => ({ gpus: [], total: 2, free: 2, queued: 0, running: 0, source: 'configured' })
+  });
+  const storage = new MemoryStorage();
+  const model = new JobsModel({
+    api: server.api,
+    endings: user => new EndingsTracker(storage, `k:${user}`),
+    backoff
+  });
+  const ended: string[] = [];
+  model.ended.connect((_, jobs) => ended.push(...jobs.map(j => `${j.name}:${j.state}`)));
+  return {
+    model,
+    calls: server.calls,
+    ended,
+    storage,
+    setJobs: (next: IJob[]) => {
+      jobs = next;
+    },
+    jobCalls: () => server.calls.filter(c => c === 'GET jobs').length
+  };
+}
+
+describe('JobsModel', () => {
+  beforeEach(() => jest.useFakeTimers());
+  afterEach(() => jest.useRealTimers());
+
+  it("shows the caller's own jobs and counts them", async () => {
+    const mine = [job({ state: 'running' }), job({ state: 'queued' }), job({ state: 'failed' })];
+    const s = setup([...mine, job({ owner: 'bob', state: 'running' })], { user: 'ada', admin: true });
+    s.model.refresh();
+    await flush();
+    expect(s.model.jobs).toHaveLength(3);
+    expect(s.model.visibleJobs).toHaveLength(4);
+    expect(s.model.isAdmin).toBe(true);
+    expect(s.model.counts()).toEqual({ running: 1, queued: 1 });
+    expect(s.model.filter('active')).toHaveLength(2);
+    expect(s.model.filter('failed')).toHaveLength(1);
+    expect(s.model.countsByFilter()).toMatchObject({ all: 3, active: 2, running: 1, queued: 1, failed: 1 });
+    s.model.dispose();
+  });
+
+  it('polls nothing when no view watches and no job is active', async () => {
+    const s = setup([job({ state: 'succeeded', finished_at: '2024-06-03T08:00:00Z' })]);
+    s.model.refresh();
+    await flush();
+    expect(s.jobCalls()).toBe(1);
+    expect(s.model.isPolling).toBe(false);
+    jest.advanceTimersByTime(120000);
+    await flush();
+    expect(s.jobCalls()).toBe(1);
+  });
+
+  it('polls while a view watches, with backoff, and stops when it is hidden', async () => {
+    const s = setup([]);
+    const view = s.model.watch({ pool: true });
+    await flush();
+    expect(s.calls).toContain('GET gpus');
+    for (const delay of [1000, 2000, 4000, 4000]) {
+      jest.advanceTimersByTime(delay);
+      await flush();
+    }
+    expect(s.jobCalls()).toBe(5);
+    view.dispose();
+    jest.advanceTimersByTime(4000);
+    await flush();
+    expect(s.jobCalls()).toBe(6); // the tick already scheduled, then nothing
+    jest.advanceTimersByTime(60000);
+    await flush();
+    expect(s.jobCalls()).toBe(6);
+    expect(s.model.isPolling).toBe(false);
+  });
+
+  it('polls while a job is active until it ends, then announces the ending once', async () => {
+    const running = job({ name: 'train', state: 'running' });
+    const s = setup([running]);
+    s.model.refresh();
+    await flush();
+    expect(s.model.isPolling).toBe(true);
+    s.setJobs([{ ...running, state: 'succeeded', finished_at: '2024-06-03T09:00:00Z' }]);
+    jest.advanceTimersByTime(1000);
+    await flush();
+    expect(s.ended).toEqual(['train:succeeded']);
+    expect(s.model.isPolling).toBe(false);
+    s.model.refresh();
+    await flush();
+    expect(s.ended).toEqual(['train:succeeded']);
+  });
+
+  it('stops polling in a hidden tab and catches up when it is shown', async () => {
+    const running = job({ name: 'night', state: 'running' });
+    const s = setup([running]);
+    s.model.refresh();
+    await flush();
+    s.model.setPageVisible(false);
+    jest.advanceTimersByTime(1000);
+    await flush();
+    const before = s.jobCalls();
+    jest.advanceTimersByTime(600000);
+    await flush();
+    expect(s.jobCalls()).toBe(before);
+    s.setJobs([{ ...running, state: 'expired', finished_at: '2024-06-03T09:00:00Z' }]);
+    s.model.setPageVisible(true);
+    await flush();
+    expect(s.ended).toEqual(['night:expired']);
+  });
+
+  it('keeps the last error for the views and retries while wanted', async () => {
+    const server = fakeApi({ 'GET info': () => [500, { message: 'Internal error' }] });
+    const model = new JobsModel({ api: server.api, backoff });
+    const view = model.watch();
+    await flush();
+    expect(model.error).toBe('Internal error');
+    jest.advanceTimersByTime(2000);
+    await flush();
+    expect(server.calls).toHaveLength(2);
+    view.dispose();
+    model.dispose();
+  });
+
+  it('ticks the live meter and counts GPU-hours since midnight', async () => {
+    let now = new Date(2024, 5, 3, 10).getTime();
+    const server = fakeApi({
+      'GET info': () => ({ user: 'ada' }),
+      'GET jobs': () => ({
+        jobs: [
+          job({
+            state: 'running',
+            gpus: ['0', '1'],
+            started_at: new Date(now - 3600 * 1000).toISOString(),
+            meter: { gpu_seconds: 7200, gpu_hours: 2, cost: 0 }
+          })
+        ]
+      })
+    });
+    const model = new JobsModel({ api: server.api, backoff, clock: () => now });
+    model.refresh();
+    await flush();
+    now += 1800 * 1000;
+    expect(model.liveGpuHours(model.jobs[0])).toBeCloseTo(3);
+    expect(model.gpuHoursToday()).toBeCloseTo(3);
+    model.dispose();
+  });
+});
+
+describe('JobDetailModel', () => {
+  beforeEach(() => jest.useFakeTimers());
+  afterEach(() => jest.useRealTimers());
+
+  it('polls while shown and the job runs; fetches files once it has ended', async () => {
+    let state = 'running';
+    const server = fakeApi({
+      'GET jobs/j1': () => ({ ...job({ id: 'j1' }), state, transitions: [] }),
+      'GET jobs/j1/log': () => ({ text: `log while ${state}`, offset: 10, final: state !== 'running' }),
+      'GET jobs/j1/files': () => ({ files: [{ path: 'result.txt', size: 3 }] })
+    });
+    const detail = new JobDetailModel(server.api, 'j1', backoff);
+    detail.setVisible(true);
+    await flush();
+    expect(detail.log).toBe('log while running');
+    expect(detail.files).toEqual([]);
+    expect(detail.isPolling).toBe(true);
+    state = 'succeeded';
+    jest.advanceTimersByTime(1000);
+    await flush();
+    expect(detail.job!.state).toBe('succeeded');
+    expect(detail.files).toEqual([{ path: 'result.txt', size: 3 }]);
+    expect(detail.isPolling).toBe(false);
+    expect(server.calls.filter(c => c === 'GET jobs/j1/files')).toHaveLength(1);
+  });
+
+  it('stops when hidden', async () => {
+    const server = fakeApi({
+      'GET jobs/j2': () => ({ ...job({ id: 'j2', state: 'queued' }), transitions: [] }),
+      'GET jobs/j2/log': () => ({ text: '', offset: 0, final: false })
+    });
+    const detail = new JobDetailModel(server.api, 'j2', backoff);
+    detail.setVisible(true);
+    await flush();
+    detail.setVisible(false);
+    jest.advanceTimersByTime(60000);
+    await flush();
+    expect(server.calls.filter(c => c === 'GET jobs/j2')).toHaveLength(2);
+    expect(detail.isPolling).toBe(false);
+  });
+});
