@@ -1,0 +1,61 @@
+import * as React from 'react';
+
+import { STATE_LABELS, progressFraction } from '../model/format';
+import { IJob, JobState } from '../model/types';
+
+export function StateBadge(props: { state: JobState }): JSX.Element {
+  return (
+    <span className={`e31-StateBadge e31-mod-${props.state}`} data-state={props.state}>
+      <span className="e31-StateBadge-dot" />
+      {STATE_LABELS[props.state]}
+    </span>
+  );
+}
+
+export function ProgressBar(props: { job: IJob }): JSX.Element | null {
+  const fraction = progressFraction(props.job);
+  const { cells_done, cells_total } = props.job.progress;
+  if (props.job.state !== 'running') {
+    return null;
+  }
+  return (
+    <div
+      className={`e31-Progress${fraction === null ? ' e31-mod-indeterminate' : ''}`}
+      role="progressbar"
+      aria-valuemin={0}
+      aria-valuemax={cells_total ?? undefined}
+      aria-valuenow={cells_done}
+      title={cells_total ? `${cells_done} of ${cells_total} cells done` : 'starting'}
+    >
+      <div className="e31-Progress-bar" style={{ width: `${Math.round((fraction ?? 0.3) * 100)}%` }} />
+    </div>
+  );
+}
+
+/** Re-render every `ms` while `active` (for clocks and live meters; no network). */
+export function useTicker(active: boolean, ms = 1000): number {
+  const [now, setNow] = React.useState(Date.now());
+  React.useEffect(() => {
+    if (!active) {
+      return;
+    }
+    const timer = setInterval(() => setNow(Date.now()), ms);
+    return () => clearInterval(timer);
+  }, [active, ms]);
+  return now;
+}
+
+export const TEAM_COLORS = [
+  '#1976d2',
+  '#f57c00',
+  '#388e3c',
+  '#7b1fa2',
+  '#c2185b',
+  '#0097a7',
+  '#afb42b',
+  '#5d4037'
+];
+
+export function teamColor(index: number): string {
+  return TEAM_COLORS[index % TEAM_COLORS.length];
+}

@@ -1,0 +1,273 @@
+/**
+ * One job in the main area: request and grant, timeline, parameters, log tail, collected
+ * files, and the ways to its results (the executed notebook, the HTML report).
+ */
+
+import { ReactWidget } from '@jupyterlab/ui-components';
+import { Message } from '@lumino/messaging';
+import * as React from 'react';
+
+import { JobDetailModel } from '../model/detail';
+import {
+  formatBytes,
+  formatCost,
+  formatDuration,
+  formatGpuHours,
+  formatTimestamp,
+  secondsBetween
+} from '../model/format';
+import { liveGpuHours } from '../model/meter';
+import { IJobDetail, isActive, isFinal } from '../model/types';
+import { ProgressBar, StateBadge, useTicker } from './common';
+
+export interface IDetailActions {
+  cancel(job: IJobDetail): void;
+  resubmit(job: IJobDetail): void;
+  openNotebook(job: IJobDetail): void;
+  openReport(job: IJobDetail): void;
+}
+
+export class JobDetailView extends ReactWidget {
+  constructor(
+    readonly model: JobDetailModel,
+    private readonly actions: IDetailActions
+  ) {
+    super();
+    this.addClass('e31-Detail');
+    model.changed.connect(this._onChanged, this);
+  }
+
+  protected onAfterShow(msg: Message): void {
+    super.onAfterShow(msg);
+    this.model.setVisible(true);
+  }
+
+  protected onAfterAttach(msg: Message): void {
+    super.onAfterAttach(msg);
+    this.model.setVisible(this.isVisible);
+  }
+
+  protected onBeforeHide(msg: Message): void {
+    this.model.setVisible(false);
+    super.onBeforeHide(msg);
+  }
+
+  protected onBeforeDetach(msg: Message): void {
+    this.model.setVisible(false);
+    super.onBeforeDetach(msg);
+  }
+
+  dispose(): void {
+    this.model.dispose();
+    super.dispose();
+  }
+
+  render(): JSX.Element {
+    return <DetailView model={this.model} actions={this.actions} />;
+  }
+
+  private _onChanged(): void {
+    const job = this.model.job;
+    if (job && this.parent) {
+      this.parent.title.label = `Job: ${job.name}`;
+    }
+    this.update();
+  }
+}
+
+function DetailView(props: { model: JobDetailModel; actions: IDetailActions }): JSX.Element {
+  const { model, actions } = props;
+  const job = model.job;
+  const now = useTicker(!!job && isActive(job));
+  if (!job) {
+    return (
+      <div className="e31-Detail-body">
+        {model.error ? <div className="e31-Error">{model.error}</div> : <div className="e31-Empty">Loading…</div>}
+      </div>
+    );
+  }
+  const ran = job.started_at !== null;
+  const hours = liveGpuHours(job, model.fetchedAt || now, now);
+  const parameters = Object.entries(job.work?.parameters ?? {});
+  const hasReport = (job.output?.reports ?? []).includes('html');
+  return (
+    <div className="e31-Detail-body" data-job-id={job.id} data-state={job.state}>
+      <header className="e31-Detail-header">
+        <div className="e31-Detail-heading">
+          <h1 className="e31-Detail-title">{job.name}</h1>
+          <StateBadge state={job.state} />
+        </div>
+        <div className="e31-Detail-ids">
+          <span title="Job id">{job.id}</span>
+          <span>{job.owner}</span>
+          {job.team ? <span>team {job.team}</span> : null}
+          {job.work?.notebook ? <span>{job.work.notebook}</span> : null}
+        </div>
+        <div className="e31-Detail-actions">
+          <button
+            className="jp-Button jp-mod-styled jp-mod-accept"
+            disabled={!ran}
+            title={ran ? 'Open the executed notebook, read-only' : 'The job has not started yet'}
+            onClick={() => actions.openNotebook(job)}
+          >
+            {isFinal(job) ? 'Open executed notebook' : 'Open notebook so far'}
+          </button>
+          <button
+            className="jp-Button jp-mod-styled jp-mod-reject e31-Secondary"
+            disabled={!isFinal(job) || !ran || !hasReport}
+            title={hasReport ? 'The HTML report of the executed notebook' : 'No HTML report was asked for'}
+            onClick={() => actions.openReport(job)}
+          >
+            HTML report
+          </button>
+          <button className="jp-Button jp-mod-styled jp-mod-reject e31-Secondary" onClick={() => actions.resubmit(job)}>
+            Resubmit…
+          </button>
+          {isActive(job) ? (
+            <button className="jp-Button jp-mod-styled jp-mod-warn" onClick={() => actions.cancel(job)}>
+              Cancel job
+            </button>
+          ) : null}
+        </div>
+        {job.reason && job.state !== 'running' ? <p className={`e31-Detail-reason e31-mod-${job.state}`}>{job.reason}</p> : null}
+        {model.error ? <div className="e31-Error">{model.error}</div> : null}
+      </header>
+
+      <section className="e31-Cards">
+        <div className="e31-Card">
+          <h3>Request</h3>
+          <dl>
+            <dt>GPUs</dt>
+            <dd>{job.request.gpus}</dd>
+            <dt>Max run time</dt>
+            <dd>{formatDuration(job.request.max_runtime_s)}</dd>
+            <dt>Expected run time</dt>
+            <dd>{formatDuration(job.request.expected_runtime_s)}</dd>
+            <dt>Deadline</dt>
+            <dd>{formatTimestamp(job.request.deadline)}</dd>
+          </dl>
+        </div>
+        <div className="e31-Card">
+          <h3>Grant</h3>
+          <dl>
+            <dt>Devices</dt>
+            <dd>
+              {job.gpus.length
+                ? `GPU${job.gpus.length === 1 ? '' : 's'} ${job.gpus.join(', ')}`
+                : job.state === 'queued'
+                  ? `waiting · #${job.queue_position ?? '?'} in queue`
+                  : 'none'}
+            </dd>
+            <dt>Meter</dt>
+            <dd className="e31-Detail-meter">{formatGpuHours(hours)}</dd>
+            {job.meter.cost ? (
+              <>
+                <dt>Cost</dt>
+                <dd>{formatCost(job.meter.cost, job.meter.currency)}</dd>
+              </>
+            ) : null}
+            <dt>Progress</dt>
+            <dd>
+              {job.progress.cells_total ? `${job.progress.cells_done} of ${job.progress.cells_total} cells` : ran ? '—' : 'not started'}
+              <ProgressBar job={job} />
+            </dd>
+          </dl>
+        </div>
+      </section>
+
+      <section className="e31-Section">
+        <h2>Timeline</h2>
+        <Timeline job={job} now={now} />
+      </section>
+
+      {parameters.length ? (
+        <section className="e31-Section">
+          <h2>Parameters</h2>
+          <table className="e31-Table e31-Parameters">
+            <tbody>
+              {parameters.map(([name, value]) => (
+                <tr key={name}>
+                  <th>{name}</th>
+                  <td>
+                    <code>{JSON.stringify(value)}</code>
+                  </td>
+                </tr>
+              ))}
+            </tbody>
+          </table>
+        </section>
+      ) : null}
+
+      <section className="e31-Section">
+        <h2>Files</h2>
+        {model.files.length ? (
+          <ul className="e31-Files">
+            {model.files.map(f => (
+              <li key={f.path}>
+                <a href={model.api.fileUrl(job.id, f.path)} download={f.path.split('/').pop()} title={`Download ${f.path}`}>
+                  {f.path}
+                </a>
+                <span className="e31-Files-size">{formatBytes(f.size)}</span>
+              </li>
+            ))}
+          </ul>
+        ) : (
+          <p className="e31-Muted">{isFinal(job) ? 'The job handed back no files.' : 'Files are collected when the job ends.'}</p>
+        )}
+      </section>
+
+      <section className="e31-Section">
+        <h2>Log</h2>
+        <pre className="e31-Log">{model.log || (ran ? '(empty)' : '(the log starts when the job does)')}</pre>
+      </section>
+    </div>
+  );
+}
+
+function Timeline(props: { job: IJobDetail; now: number }): JSX.Element {
+  const { job, now } = props;
+  const waited = secondsBetween(job.submitted_at, job.started_at ?? job.finished_at, now);
+  const ran = secondsBetween(job.started_at, job.finished_at, now);
+  const steps: { label: string; at: string | null; note: string; done: boolean }[] = [
+    { label: 'Submitted', at: job.submitted_at, note: '', done: true },
+    {
+      label: 'Started',
+      at: job.started_at,
+      note: job.started_at ? `waited ${formatDuration(waited)}` : job.state === 'queued' ? `waiting ${formatDuration(waited)}` : 'never started',
+      done: !!job.started_at
+    },
+    {
+      label: 'Finished',
+      at: job.finished_at,
+      note: job.finished_at ? (ran !== null ? `ran ${formatDuration(ran)}` : job.state) : job.state === 'running' ? `running ${formatDuration(ran)}` : '',
+      done: !!job.finished_at
+    }
+  ];
+  return (
+    <>
+      <ol className="e31-Timeline">
+        {steps.map(step => (
+          <li key={step.label} className={step.done ? 'e31-mod-done' : ''}>
+            <span className="e31-Timeline-label">{step.label}</span>
+            <span className="e31-Timeline-at">{step.at ? formatTimestamp(step.at) : '—'}</span>
+            <span className="e31-Timeline-note">{step.note}</span>
+          </li>
+        ))}
+      </ol>
+      <table className="e31-Table e31-Transitions">
+        <tbody>
+          {job.transitions.map((t, i) => (
+            <tr key={i}>
+              <td>{formatTimestamp(t.at)}</td>
+              <td>
+                {t.from ? `${t.from} → ` : ''}
+                <strong>{t.to}</strong>
+              </td>
+              <td className="e31-Muted">{t.reason ?? ''}</td>
+            </tr>
+          ))}
+        </tbody>
+      </table>
+    </>
+  );
+}
