@@ -1,0 +1,309 @@
+"""The JupyterLab UI in headless Chromium against a real `e31 lab` with GPUs "0" and "1".
+
+Run by tests/ui/test_browser.py in its own process; alone:
+    python -m pytest tests/ui/browser/browser_jobs_ui.py -v
+Screenshots go to test-artifacts/ui/.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+
+import requests
+from support import wait_state, write_notebook
+from labserver import api, browser, context, lab, screenshot  # noqa: F401  (pytest fixtures)
+from playwright.sync_api import expect
+
+from e31_jupyter.errors import E31Error
+
+GATE = """
+import os, time
+started = time.time()
+while not os.path.exists(gate) and time.time() - started < 120:
+    time.sleep(0.05)
+assert os.path.exists(gate), "the test never opened the gate"
+"""
+
+PANEL_TAB = '.jp-SideBar [data-id="e31-jobs-panel"]'
+JOB_END_WAIT = 60_000  # ms
+
+
+def open_lab(page, lab, workspace: str, notebook: str | None = None) -> None:
+    page.goto(lab.lab_url(workspace, notebook))
+    expect(page.locator(PANEL_TAB)).to_be_visible(timeout=60_000)
+    # The first look at the jobs is done (status bar filled in from the server).
+    expect(page.locator(".e31-Status")).to_contain_text("today", timeout=30_000)
+
+
+def show_sidebar(page, widget_id: str) -> None:
+    if not page.locator(f"#{widget_id}").is_visible():
+        page.locator(f'.jp-SideBar [data-id="{widget_id}"]').click()
+    expect(page.locator(f"#{widget_id}")).to_be_visible()
+
+
+def show_panel(page) -> None:
+    show_sidebar(page, "e31-jobs-panel")
+
+
+def job_row(page, name: str):
+    return page.locator(".e31-JobRow").filter(
+        has=page.locator(".e31-JobRow-name", has_text=re.compile(f"^{re.escape(name)}$"))
+    )
+
+
+def toast(page, text: str):
+    return page.locator(".Toastify__toast").filter(has_text=text)
+
+
+def gated_notebook(lab, name: str):
+    return write_notebook(lab.root / f"{name}.ipynb", GATE, parameters="gate = ''")
+
+
+def gate(lab, name: str) -> str:
+    return str(lab.root / f"gate-{name}")
+
+
+def test_submit_with_a_changed_parameter_queue_run_notify_and_open_results(lab, api, context):
+    root = lab.root
+    train = write_notebook(
+        root / "train.ipynb",
+        GATE,
+        'print(f"label={label} epochs={epochs}")\n_ = open("result.txt", "w").write(label)',
+        parameters=f'epochs = 3  # passes over the data\nlabel = "baseline"\ngate = {gate(lab, "train")!r}',
+    )
+    blocker = api.submit(
+        path=str(gated_notebook(lab, "blocker")), name="blocker", gpus=2, team="nlp",
+        parameters={"gate": gate(lab, "blocker")},
+    )  # fmt: skip
+    wait_state(api, blocker["id"], "running")
+    api.submit(
+        path=str(gated_notebook(lab, "ahead")), name="ahead", gpus=2, deadline="+2h",
+        parameters={"gate": gate(lab, "ahead")},
+    )  # fmt: skip
+
+    page = context.new_page()
+    open_lab(page, lab, "submit", train.name)
+    page.locator(".e31-SubmitButton").click()
+    dialog = page.locator(".e31-SubmitDialog")
+    expect(dialog.locator(".e31-SubmitForm-pool")).to_contain_text("2 GPUs in the pool, 0 free")
+    expect(dialog.locator(".e31-SubmitForm-pool")).to_contain_text("1 waiting, 1 running")
+    expect(dialog.locator('input[name="gpus"]')).to_have_attribute("max", "2")
+    expect(dialog.locator('input[name="param-epochs"]')).to_have_value("3")
+    expect(dialog.locator('input[name="param-label"]')).to_have_value("baseline")
+    dialog.locator('input[name="name"]').fill("ui-train")
+    dialog.locator('input[name="team"]').fill("vision")
+    dialog.locator('input[name="param-label"]').fill("changed-by-ui")
+    screenshot(page, "submit-dialog")
+    dialog.locator(".jp-Dialog-button.jp-mod-accept").click()
+    expect(dialog).to_have_count(0)
+
+    # In the panel: queued, second in line behind "ahead" (the blocker holds both GPUs).
+    expect(page.locator("#e31-jobs-panel")).to_be_visible()
+    row = job_row(page, "ui-train")
+    expect(row).to_have_attribute("data-state", "queued")
+    expect(row.locator(".e31-JobRow-position")).to_have_text("#2")
+    expect(job_row(page, "ahead").locator(".e31-JobRow-position")).to_have_text("#1")
+    expect(page.locator(".e31-Status")).to_contain_text(re.compile(r"1 running\s*·\s*2 queued"))
+    screenshot(page, "panel-queued")
+    job = next(j for j in api.jobs() if j["name"] == "ui-train")
+    assert job["work"]["parameters"] == {"label": "changed-by-ui"}  # only what was changed
+    assert job["request"]["gpus"] == 1 and job["team"] == "vision"
+
+    # The blocker ends: "ahead" takes both GPUs, ours is next; then ours runs.
+    (root / "gate-blocker").touch()
+    expect(job_row(page, "ahead")).to_have_attribute("data-state", "running", timeout=JOB_END_WAIT)
+    expect(row.locator(".e31-JobRow-position")).to_have_text("#1")
+    (root / "gate-ahead").touch()
+    expect(row).to_have_attribute("data-state", "running", timeout=JOB_END_WAIT)
+    expect(row.locator(".e31-JobRow-meter")).to_contain_text("GPU-h")
+
+    row.click()
+    detail = page.locator(f'.e31-Detail-body[data-job-id="{job["id"]}"]')
+    expect(detail).to_have_attribute("data-state", "running")
+    expect(detail.locator(".e31-Timeline")).to_contain_text("Started")
+    expect(detail.locator(".e31-Card").first).to_contain_text("GPUs")
+    screenshot(page, "detail-running")
+
+    (root / "gate-train").touch()
+    expect(row).to_have_attribute("data-state", "succeeded", timeout=JOB_END_WAIT)
+    done = toast(page, "Job “ui-train” succeeded")
+    expect(done).to_have_count(1)
+    expect(detail).to_have_attribute("data-state", "succeeded")
+    expect(detail.locator(".e31-Files")).to_contain_text("result.txt")
+    expect(detail.locator(".e31-Log")).to_contain_text("Executing")
+    expect(detail.locator(".e31-Parameters")).to_contain_text('"changed-by-ui"')
+    page.wait_for_timeout(700)  # let the notifications settle
+    screenshot(page, "detail-succeeded")
+
+    # A collected file downloads; the HTML report opens in a sandboxed frame.
+    with page.expect_download() as download:
+        detail.locator(".e31-Files a", has_text="result.txt").click()
+    assert open(download.value.path()).read() == "changed-by-ui"
+    detail.get_by_role("button", name="HTML report").click()
+    report = page.frame_locator(".e31-Report iframe")
+    expect(report.locator("body")).to_contain_text("label=changed-by-ui epochs=3")
+
+    done.get_by_role("button", name="Open results").click()
+    notebook = page.locator(".jp-NotebookPanel.e31-ExecutedNotebook")
+    expect(notebook).to_be_visible()
+    expect(notebook.locator(".jp-CodeCell").last).to_contain_text("label=changed-by-ui epochs=3")
+    expect(notebook.locator(".jp-CodeCell").nth(1)).to_contain_text('label = "changed-by-ui"')
+    expect(notebook.locator(".jp-NotebookPanel-toolbar")).to_contain_text("read-only")
+    screenshot(page, "executed-notebook")
+    sessions = requests.get(f"{lab.url}/api/sessions", headers=lab.headers, timeout=10).json()
+    assert not [s for s in sessions if job["id"] in s["path"]], "a kernel was started for a result"
+
+    # Its action dismissed the notification; more polls do not bring it back.
+    page.wait_for_timeout(2500)
+    expect(toast(page, "Job “ui-train” succeeded")).to_have_count(0)
+
+    page.locator(".e31-Tab", has_text="Meter").click()
+    legend = page.locator(".e31-Legend")
+    expect(legend).to_contain_text("vision")
+    expect(legend).to_contain_text("nlp")
+    expect(page.locator(".e31-MeterChart rect").first).to_be_visible()
+    screenshot(page, "meter")
+
+
+def test_cancel_from_the_panel(lab, api, context):
+    job = api.submit(
+        path=str(gated_notebook(lab, "long")), name="to-cancel", gpus=1,
+        parameters={"gate": gate(lab, "never")},
+    )  # fmt: skip
+    wait_state(api, job["id"], "running")
+    page = context.new_page()
+    open_lab(page, lab, "cancel")
+    show_panel(page)
+    row = job_row(page, "to-cancel")
+    expect(row).to_have_attribute("data-state", "running")
+    page.locator(".e31-Status").click()  # the status bar item opens the panel too
+    row.locator(".e31-JobRow-cancel").click()
+    confirm = page.locator(".jp-Dialog").filter(has_text="Cancel “to-cancel”?")
+    confirm.locator(".jp-Dialog-button.jp-mod-warn").click()
+    expect(row).to_have_attribute("data-state", "cancelled", timeout=JOB_END_WAIT)
+    assert api.job(job["id"])["state"] == "cancelled"
+    expect(page.locator(".e31-Status")).to_contain_text(re.compile(r"0 running\s*·\s*0 queued"))
+    page.wait_for_timeout(1000)
+    expect(toast(page, "to-cancel")).to_have_count(0)  # the user did it: nothing to announce
+
+
+def test_an_impossible_deadline_shows_the_servers_message_and_the_dialog_stays_open(lab, api, context):
+    notebook = write_notebook(lab.root / "deadline.ipynb", "x = 1", parameters="n = 1")
+    page = context.new_page()
+    open_lab(page, lab, "deadline", notebook.name)
+
+    # The command palette's command submits the notebook in view.
+    # (Once its kernel is up: the notebook takes the focus back when it connects.)
+    expect(page.get_by_text("Python 3 (ipykernel) | Idle")).to_be_visible(timeout=60_000)
+    page.locator(".lm-MenuBar-itemLabel", has_text="View").click()
+    page.locator(".lm-Menu-item", has_text="Activate Command Palette").click()
+    palette = page.locator(".lm-CommandPalette")
+    page.keyboard.type("Submit Notebook as GPU")
+    palette.locator(".lm-CommandPalette-item").filter(has_text="Submit Notebook as GPU Job…").click()
+    dialog = page.locator(".e31-SubmitDialog")
+    expect(dialog.locator(".e31-SubmitForm-notebook")).to_have_text("deadline.ipynb")
+    dialog.locator(".jp-Dialog-button.jp-mod-reject").click()
+    expect(dialog).to_have_count(0)
+
+    # The file browser's context menu.
+    show_sidebar(page, "filebrowser")
+    item = page.locator('.jp-DirListing-item[data-file-type="notebook"]').filter(has_text="deadline.ipynb")
+    item.click(button="right")
+    page.locator(".lm-Menu-item").filter(has_text="Submit as GPU Job…").click()
+    expect(dialog.locator(".e31-SubmitForm-source")).to_contain_text("deadline.ipynb")
+    dialog.locator('input[name="deadline"]').fill("2001-01-01T00:00")
+    dialog.locator(".jp-Dialog-button.jp-mod-accept").click()
+
+    try:
+        api.submit(path=str(notebook), deadline="2001-01-01T00:00")
+        raise AssertionError("the server accepted a deadline in the past")
+    except E31Error as error:
+        message = error.message
+    error_box = dialog.locator(".e31-SubmitForm-error")
+    expect(error_box).to_have_text(message)
+    expect(dialog).to_be_visible()
+    screenshot(page, "submit-dialog-error")
+
+    # Corrected, the same dialog submits.
+    dialog.locator('input[name="deadline"]').fill("+2h")
+    dialog.locator('input[name="param-n"]').fill("7")
+    dialog.locator(".jp-Dialog-button.jp-mod-accept").click()
+    expect(dialog).to_have_count(0)
+    row = job_row(page, "deadline")
+    expect(row).to_have_attribute("data-state", "succeeded", timeout=JOB_END_WAIT)
+
+    # Resubmit from the detail view: the dialog starts from the job, without its deadline.
+    row.click()
+    page.get_by_role("button", name="Resubmit…").click()
+    expect(dialog.locator('input[name="deadline"]')).to_have_value("")
+    expect(dialog.locator('input[name="param-n"]')).to_have_value("7")
+    dialog.locator('input[name="gpus"]').fill("0")
+    dialog.locator(".jp-Dialog-button.jp-mod-accept").click()
+    expect(dialog).to_have_count(0)
+    expect(job_row(page, "deadline")).to_have_count(2)
+    first, again = sorted((j for j in api.jobs() if j["name"] == "deadline"), key=lambda j: j["submitted_at"])
+    assert (again["request"]["gpus"], again["request"]["deadline"]) == (0, None)
+    assert first["request"]["gpus"] == 1 and again["work"]["parameters"] == {"n": 7}
+
+
+def test_endings_while_the_browser_was_closed_are_announced_once_on_return(lab, api, context):
+    page = context.new_page()
+    open_lab(page, lab, "away")
+    page.wait_for_function(
+        "() => Object.keys(localStorage).some(k => k.startsWith('e31-jupyter:announced-endings'))"
+    )
+    page.close()
+
+    # Overnight: one job succeeds, one fails, one expires (the GPUs stay busy past its deadline).
+    good = api.submit(path=str(write_notebook(lab.root / "good.ipynb", "1 + 1")), name="overnight")
+    bad = api.submit(path=str(write_notebook(lab.root / "bad.ipynb", "1 / 0")), name="broken")
+    wait_state(api, good["id"], "succeeded")
+    wait_state(api, bad["id"], "failed")
+    blocker = api.submit(
+        path=str(gated_notebook(lab, "hog")), name="hog", gpus=2, parameters={"gate": gate(lab, "hog")}
+    )
+    wait_state(api, blocker["id"], "running")
+    late = api.submit(
+        path=str(lab.root / "good.ipynb"), name="too-late", gpus=1, deadline="+1h", expected_runtime="2h"
+    )
+    wait_state(api, late["id"], "expired")
+    (lab.root / "gate-hog").touch()
+    wait_state(api, blocker["id"], "succeeded")
+
+    back = context.new_page()
+    open_lab(back, lab, "back")
+    expect(toast(back, "Job “overnight” succeeded")).to_have_count(1)
+    expect(toast(back, "Job “broken” failed")).to_have_count(1)
+    expect(toast(back, "Job “too-late” expired")).to_have_count(1)
+    expect(toast(back, "Job “hog” succeeded")).to_have_count(1)
+    back.wait_for_timeout(700)  # let them settle
+    screenshot(back, "notifications-on-return")
+    toast(back, "Job “broken” failed").get_by_role("button", name="Details").click()
+    expect(back.locator(f'.e31-Detail-body[data-job-id="{bad["id"]}"]')).to_contain_text("ZeroDivisionError")
+
+    back.reload()
+    open_lab(back, lab, "back")
+    back.wait_for_timeout(2000)
+    expect(back.locator(".Toastify__toast").filter(has_text="Job “")).to_have_count(0)
+
+
+def test_nothing_polls_while_the_panel_is_hidden_and_no_job_is_active(lab, api, context):
+    page = context.new_page()
+    polls: list[float] = []
+    page.on("request", lambda r: "/e31/api/jobs" in r.url and polls.append(time.monotonic()))
+    open_lab(page, lab, "idle")
+    show_panel(page)
+    page.wait_for_timeout(3000)
+    assert len(polls) >= 3, f"the visible panel should poll; saw {len(polls)} requests"
+
+    page.locator(PANEL_TAB).click()  # collapse the sidebar: the panel is hidden
+    expect(page.locator("#e31-jobs-panel")).to_be_hidden()
+    page.wait_for_timeout(5000)  # a poll scheduled before may still fire, once
+    seen = len(polls)
+    page.wait_for_timeout(8000)
+    assert len(polls) == seen, f"{len(polls) - seen} polls while hidden and idle"
+
+    show_panel(page)  # shown again: fresh at once
+    page.wait_for_timeout(1000)
+    assert len(polls) > seen
