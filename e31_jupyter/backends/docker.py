@@ -2,8 +2,8 @@
 
 The container runs the same worker as the local backend, ``python3 -m e31_jupyter.worker
 JOBDIR``, with this e31_jupyter package mounted read-only, so progress, outputs and manifest are
-the same; the image needs only Python with papermill and ipykernel (checked once per image,
-before its first job). The container gets:
+the same; the image needs only Python with papermill, ipykernel and nbconvert (checked once per
+image, before its first job). The container gets:
 
 - exactly the granted GPUs, as a device request with the ``gpu`` capability;
 - the job's directory, read-write at the same path, and the configured read-only mounts: nothing
@@ -39,7 +39,7 @@ JOB_LABEL = "e31.job"
 PACKAGE_DIR = Path(__file__).resolve().parent.parent  # this e31_jupyter package
 PACKAGE_PARENT_IN_CONTAINER = "/opt/e31"
 HOME_IN_CONTAINER = "/tmp"
-REQUIRED_MODULES = ("papermill", "ipykernel")
+REQUIRED_MODULES = ("papermill", "ipykernel", "nbconvert")  # nbconvert: the HTML report
 # What a job's image must have, checked before its first job; a failure's last line says what is missing.
 _IMAGE_CHECK = (
     "import sys; "
@@ -184,7 +184,7 @@ class DockerBackend:
         return env
 
     def _check_image(self, image: str) -> None:
-        """The image is on the engine and has Python with papermill and ipykernel."""
+        """The image is on the engine and has Python with what the worker imports."""
         if not image:
             raise E31Error("the job names no image and there is no default (c.E31.docker_image).")
         try:
@@ -198,7 +198,7 @@ class DockerBackend:
         if problem:
             raise E31Error(
                 f"the image {image!r} cannot run e31 jobs: {problem}. A job's image must contain "
-                f"Python 3.10+ ({self.python}) with {' and '.join(REQUIRED_MODULES)}: add "
+                f"Python 3.10+ ({self.python}) with {', '.join(REQUIRED_MODULES)}: add "
                 f"`pip install {' '.join(REQUIRED_MODULES)}` to it."
             )
         self._usable_images.add(image_id)
