@@ -1,12 +1,36 @@
-"""Scheduling policies, pure: (queued jobs, running jobs, GPUs, now) -> which to start, which expire.
+"""Scheduling policies, pure: (queued jobs, a snapshot of the GPUs and what holds them) -> which
+jobs to start and where, which to expire.
 
-No clock and no I/O here: the live queue and the trace simulator run exactly this code.
+No clock, no I/O, no randomness here: the live queue and the trace simulator (``sim.py``) run
+exactly this code. Every policy is non-preemptive: a started job runs to its end.
+
+A ``Policy`` is a ``priority(job, snapshot)`` key that puts the queue in the order the policy
+serves it, and a ``walk(ordered, snapshot)`` that goes down that order deciding. The live queue
+sorts afresh on every pass; the simulator keeps its queue sorted and re-sorts only when the
+policy's priorities can have moved (``refresh_s``), as Slurm does every PriorityCalcPeriod.
+
+- ``fifo``: first come, first served, strictly: the first job that does not fit blocks the rest.
+- ``sjf``: smallest declared GPU-time first; every job that fits starts (no reservation).
+- ``edf``: earliest deadline first with EASY backfill; a job that cannot start and can no longer
+  meet its deadline by its estimate expires.
+- ``backfill``: Slurm's way: multifactor priority (age, fair-share with a decaying usage
+  half-life, a small-job factor), EASY backfill on declared max run time, and a pending job that
+  can no longer end within its time limit before its deadline is dropped (``--deadline``).
+- ``e31``, the default: earliest deadline first with EASY backfill, jobs bigger than a machine
+  first; run times learned from finished jobs decide when a job expires (more likely than not
+  to miss); a lane of GPUs that long jobs which can wait leave to short and urgent ones; a
+  fair-share nudge. See ``e31_priority`` and ``e31_walk``.
 """
 
 from __future__ import annotations
 
 import math
+from collections import deque
 from dataclasses import dataclass, field
+from functools import cached_property
+from typing import Any, Callable, Mapping, Sequence
+
+# --- the nouns -------------------------------------------------------------------------------
 
 
 @dataclass(frozen=True)
@@ -17,6 +41,7 @@ class Pending:
     max_runtime: float  # the enforced limit
     estimate: float  # expected hold time (expected_runtime, else a declared max_runtime, else 0)
     deadline: float | None = None
+    team: str = ""  # who is charged for fair-share: the job's team, else its owner
 
 
 @dataclass(frozen=True)
@@ -25,6 +50,7 @@ class Running:
     gpus: int
     started_at: float
     max_runtime: float
+    machines: tuple[int, ...] = (0,)  # where it runs (Cluster.place)
 
     @property
     def ends_by(self) -> float:
@@ -35,77 +61,444 @@ class Running:
 class Decision:
     start: list[str] = field(default_factory=list)
     expire: list[tuple[str, str]] = field(default_factory=list)  # (job id, reason)
+    placement: dict[str, tuple[int, ...]] = field(default_factory=dict)  # job id -> its machines
 
 
-def edf_order(pending: list[Pending]) -> list[Pending]:
-    """Earliest deadline first; jobs without a deadline after those with one, oldest first."""
-    return sorted(
-        pending,
-        key=lambda j: (j.deadline if j.deadline is not None else math.inf, j.submitted_at, j.id),
-    )
+# --- the GPUs --------------------------------------------------------------------------------
 
 
-def is_hopeless(job: Pending, now: float) -> bool:
-    return job.deadline is not None and now + job.estimate > job.deadline
+class Cluster:
+    """Free GPUs per machine. A job of up to ``machine_gpus`` GPUs goes on one machine, the fullest
+    it fits on (best fit keeps machines whole for big jobs); a bigger job takes whole machines.
+    The live queue is one machine.
+
+    Machines sit in buckets by their free GPUs, so "does it fit" and "where" cost a few steps
+    however many machines there are.
+    """
+
+    def __init__(self, free: Sequence[int], machine_gpus: int, sizes: Sequence[int] | None = None):
+        self.machine_gpus = machine_gpus
+        self.sizes = list(sizes) if sizes is not None else [machine_gpus] * len(free)
+        self.gpus = sum(self.sizes)
+        self._largest = max(self.sizes, default=0)
+        self._whole_machines = sum(1 for size in self.sizes if size == machine_gpus)
+        self.free = list(free)
+        self.free_gpus = sum(self.free)
+        self._max: int | None = None  # cached _most_free()
+        self._at: list[set[int]] = [set() for _ in range(machine_gpus + 1)]
+        for m, f in enumerate(self.free):
+            self._at[f].add(m)
+
+    @classmethod
+    def of(cls, gpus: int, machine_gpus: int) -> Cluster:
+        """``gpus`` GPUs, all free, in machines of ``machine_gpus`` (the last one may be smaller)."""
+        whole, rest = divmod(gpus, machine_gpus)
+        sizes = [machine_gpus] * whole + ([rest] if rest else [])
+        return cls(sizes, machine_gpus, sizes)
+
+    @classmethod
+    def one_machine(cls, gpus: int, free: int) -> Cluster:
+        return cls([max(free, 0)], gpus, [gpus])
+
+    def copy(self) -> Cluster:
+        return Cluster(self.free, self.machine_gpus, self.sizes)
+
+    def taken(self, gpus: int) -> int:
+        """GPUs a job holds on each of its machines."""
+        return max(gpus, 0) if gpus <= self.machine_gpus else self.machine_gpus
+
+    def machines_for(self, gpus: int) -> int:
+        """How many whole machines a job bigger than one machine takes."""
+        return -(-gpus // self.machine_gpus)
+
+    def can_ever_fit(self, gpus: int) -> bool:
+        if gpus <= 0:
+            return True
+        if gpus <= self.machine_gpus:
+            return self._largest >= gpus
+        return self.machine_gpus > 0 and self._whole_machines >= self.machines_for(gpus)
+
+    def fits(self, gpus: int) -> bool:
+        if gpus <= 0:
+            return True
+        if gpus <= self.machine_gpus:
+            return self._most_free() >= gpus
+        return len(self._whole(frozenset())) >= self.machines_for(gpus)
+
+    def place(self, gpus: int, avoid: frozenset[int] = frozenset(), strict: bool = False) -> tuple[int, ...] | None:
+        """Take GPUs for a job: the machines it got, or None when it does not fit. Machines in
+        ``avoid`` are used only when nothing else fits, or never when ``strict``."""
+        machines = self._choose(gpus, avoid) if avoid else None
+        if machines is None and not (avoid and strict):
+            machines = self._choose(gpus, frozenset())
+        if machines is not None:
+            self.hold(machines, gpus)
+        return machines
+
+    def hold(self, machines: tuple[int, ...], gpus: int) -> None:
+        for m in machines:
+            self._set(m, self.free[m] - self.taken(gpus))
+
+    def release(self, machines: tuple[int, ...], gpus: int) -> None:
+        for m in machines:
+            self._set(m, self.free[m] + self.taken(gpus))
+
+    def _choose(self, gpus: int, avoid: frozenset[int]) -> tuple[int, ...] | None:
+        if gpus <= 0:
+            return ()
+        if gpus <= self.machine_gpus:
+            for f in range(gpus, self.machine_gpus + 1):
+                choices = self._at[f] - avoid if avoid else self._at[f]
+                if choices:
+                    return (min(choices),)
+            return None
+        whole = self._whole(avoid)
+        need = self.machines_for(gpus)
+        return tuple(sorted(whole)[:need]) if len(whole) >= need else None
+
+    def _most_free(self) -> int:
+        """The most free GPUs on one machine."""
+        if self._max is None:
+            self._max = next((f for f in range(self.machine_gpus, -1, -1) if self._at[f]), 0)
+        return self._max
+
+    def _whole(self, avoid: frozenset[int]) -> set[int]:
+        """Machines of full size with every GPU free."""
+        return {m for m in self._at[self.machine_gpus] if m not in avoid and self.sizes[m] == self.machine_gpus}
+
+    def _set(self, m: int, free: int) -> None:
+        self._at[self.free[m]].discard(m)
+        self._at[free].add(m)
+        self._max = None
+        self.free_gpus += free - self.free[m]
+        self.free[m] = free
 
 
-def _hopeless_reason(job: Pending, now: float) -> str:
-    late = now + job.estimate - job.deadline
-    return (
-        "deadline can no longer be met: the job needs about "
-        f"{job.estimate:.0f}s of run time and would end {late:.0f}s after its deadline"
-    )
+# --- what else a policy may know ---------------------------------------------------------------
 
 
-def _reservation(job: Pending, running: list[Running], free: int, now: float) -> tuple[float, int]:
-    """When ``job`` can start at the latest (running jobs end by their limits) and how many GPUs
-    will be spare beside it then: EASY backfill's shadow time and extra GPUs."""
-    available = free
-    for r in sorted(running, key=lambda r: r.ends_by):
-        if available >= job.gpus:
-            break
-        available += r.gpus
-        shadow = max(now, r.ends_by)
-        if available >= job.gpus:
-            return shadow, available - job.gpus
-    return now, available - job.gpus
+class RuntimeModel:
+    """What finished jobs teach about run times: the ratio of each job's actual run time to what it
+    declared (``Pending.estimate``), per team and over everyone, from the latest ``window`` jobs.
+    Fed by the caller as jobs finish, so there is no look-ahead. A team with fewer than
+    ``min_samples`` finished jobs borrows everyone's ratios; with none at all the declared time
+    stands (ratio 1).
+    """
+
+    def __init__(self, window: int = 400, min_samples: int = 20):
+        self.window = window
+        self.min_samples = min_samples
+        self._recent: dict[str | None, deque[float]] = {}
+        self._quantiles: dict[tuple[str, float], float] = {}  # until the next observe
+
+    def observe(self, team: str, declared_s: float, actual_s: float) -> None:
+        if declared_s <= 0:
+            return
+        for key in (team, None):
+            self._recent.setdefault(key, deque(maxlen=self.window)).append(actual_s / declared_s)
+        self._quantiles.clear()
+
+    def ratio(self, team: str, q: float) -> float:
+        """The q-quantile of actual / declared run time for the team's jobs."""
+        value = self._quantiles.get((team, q))
+        if value is None:
+            value = self._quantiles[(team, q)] = self._quantile(team, q)
+        return value
+
+    def _quantile(self, team: str, q: float) -> float:
+        recent = self._recent.get(team, ())
+        ratios = sorted(recent if len(recent) >= self.min_samples else self._recent.get(None, ()))
+        return ratios[min(len(ratios) - 1, int(q * len(ratios)))] if ratios else 1.0
 
 
-def edf_backfill(pending: list[Pending], running: list[Running], total_gpus: int, now: float) -> Decision:
-    """Earliest deadline first, with EASY backfill.
+FAIR_SHARE_HALF_LIFE_S = 7 * 86400.0  # Slurm's PriorityDecayHalfLife default
 
-    Jobs start in EDF order while they fit. The first that does not fit gets a reservation; a
-    later job may jump ahead only if it fits now and either ends (by its max_runtime) before
-    that reservation or uses GPUs the reserved job will not need. A job that does not start
-    and can no longer meet its deadline expires. A job that fits right now starts even when
-    its estimate overshoots the deadline: it may still make it, and waiting cannot help.
+
+def decayed(gpu_seconds: float, age_s: float) -> float:
+    """Fair-share usage: GPU-seconds count half as much every FAIR_SHARE_HALF_LIFE_S."""
+    return gpu_seconds * 0.5 ** (max(age_s, 0.0) / FAIR_SHARE_HALF_LIFE_S)
+
+
+@dataclass
+class Snapshot:
+    """The world as a policy sees it at one moment."""
+
+    now: float
+    cluster: Cluster  # free GPUs per machine
+    running: Sequence[Running] = ()
+    usage: Mapping[str, float] = field(default_factory=dict)  # team -> decayed GPU-seconds
+    runtimes: RuntimeModel = field(default_factory=RuntimeModel)
+
+    @cached_property
+    def _usage_total(self) -> float:
+        return sum(self.usage.values())
+
+    def share_used(self, team: str) -> float:
+        """The team's part of all recent usage over an equal share: 1 is exactly its share (and
+        everyone's while nobody has used anything)."""
+        if self._usage_total <= 0:
+            return 1.0
+        teams = len(self.usage) + (team not in self.usage)
+        return self.usage.get(team, 0.0) / self._usage_total * teams
+
+
+@dataclass(frozen=True)
+class Policy:
+    name: str
+    priority: Callable[[Pending, Snapshot], Any]  # smaller is served first
+    walk: Callable[[Sequence[Pending], Snapshot], Decision]  # takes the queue in priority order
+    refresh_s: float | None = None  # how long priorities stay valid; None: they never change
+
+    def order(self, pending: Sequence[Pending], snapshot: Snapshot) -> list[Pending]:
+        return sorted(pending, key=lambda job: self.priority(job, snapshot))
+
+    def decide(self, pending: Sequence[Pending], snapshot: Snapshot) -> Decision:
+        return self.walk(self.order(pending, snapshot), snapshot)
+
+    def __iter__(self):  # order, decide = POLICIES[name]
+        return iter((self.order, self.decide))
+
+
+# --- the walk every policy shares --------------------------------------------------------------
+
+
+@dataclass
+class Reservation:
+    """EASY backfill's promise to the first job that does not fit: it starts by ``shadow`` on the
+    machines in ``spare``, which will then have ``spare[m]`` GPUs beside it."""
+
+    shadow: float
+    spare: dict[int, int]
+
+    @cached_property
+    def machines(self) -> frozenset[int]:
+        return frozenset(self.spare)
+
+
+def reserve(job: Pending, holders: Sequence[Running], cluster: Cluster, now: float, end_of) -> Reservation:
+    """When and where ``job`` can start at the latest if every holder ends at ``end_of(holder)``."""
+    trial = cluster.copy()
+    for holder in sorted(holders, key=end_of):
+        trial.release(holder.machines, holder.gpus)
+        if trial.fits(job.gpus):
+            machines = trial.place(job.gpus)
+            return Reservation(max(now, end_of(holder)), {m: trial.free[m] for m in machines})
+    return Reservation(math.inf, {})
+
+
+def walk(
+    ordered: Sequence[Pending],
+    snap: Snapshot,
+    *,
+    backfill: str = "easy",
+    limit: Callable[[Pending], float] = lambda job: job.max_runtime,
+    end_of: Callable[[Running], float] = lambda r: r.ends_by,
+    hopeless: Callable[[Pending], str] = lambda job: "",
+    drop_first: bool = False,
+    may_start: Callable[[Pending, Cluster], bool] | None = None,
+) -> Decision:
+    """Start jobs in order while they fit.
+
+    ``backfill``: what happens after the first job that does not fit. ``"easy"``: it gets a
+    reservation (the earliest time it can start, running jobs ending at ``end_of``), and a later
+    job may start only if it fits now and either ends (at ``limit``) by then or uses GPUs the
+    reserved job will not need. ``"none"``: every later job that fits starts. ``"stop"``: nothing
+    more starts.
+
+    A job that does not start expires when ``hopeless`` gives a reason; with ``drop_first`` it is
+    asked before the job may start. ``may_start`` may hold back a job that fits (no reservation
+    is made for it).
     """
     decision = Decision()
-    free = total_gpus - sum(r.gpus for r in running)
-    holding = list(running)
-    reserved: tuple[float, int] | None = None  # (shadow time, spare GPUs at that time)
-    for job in edf_order(pending):
-        if job.gpus > total_gpus:
-            decision.expire.append(
-                (job.id, f"asks for {job.gpus} GPUs but the queue now has only {total_gpus}")
-            )
+    now, cluster = snap.now, snap.cluster.copy()
+    holders = list(snap.running)
+    reserved: Reservation | None = None
+    for job in ordered:
+        if not cluster.can_ever_fit(job.gpus):
+            decision.expire.append((job.id, f"asks for {job.gpus} GPUs but the queue now has only {cluster.gpus}"))
             continue
-        fits = job.gpus <= free
-        if fits and reserved is not None:
-            shadow, spare = reserved
-            ends_in_time = now + job.max_runtime <= shadow
-            fits = ends_in_time or job.gpus <= spare
-            if fits and not ends_in_time:
-                reserved = (shadow, spare - job.gpus)
-        if fits:
+        reason = hopeless(job) if drop_first else ""
+        machines = None if reason else _try(job, cluster, reserved, now + limit(job), may_start)
+        if machines is not None:
             decision.start.append(job.id)
-            free -= job.gpus
-            holding.append(Running(job.id, job.gpus, now, job.max_runtime))
-        elif is_hopeless(job, now):
-            decision.expire.append((job.id, _hopeless_reason(job, now)))
-        elif reserved is None:
-            reserved = _reservation(job, holding, free, now)
+            decision.placement[job.id] = machines
+            holders.append(Running(job.id, job.gpus, now, limit(job), machines))
+            continue
+        reason = reason or hopeless(job)
+        if reason:
+            decision.expire.append((job.id, reason))
+        elif reserved is None and not cluster.fits(job.gpus):
+            if backfill == "stop":
+                break
+            if backfill == "easy":
+                reserved = reserve(job, holders, cluster, now, end_of)
     return decision
 
 
-POLICIES = {"edf": (edf_order, edf_backfill)}
+def _try(job: Pending, cluster: Cluster, reserved: Reservation | None, ends: float, may_start) -> tuple[int, ...] | None:
+    """Place ``job`` now if it fits, ``may_start`` agrees and it cannot delay the reserved job."""
+    if job.gpus <= 0:
+        return ()
+    if not cluster.fits(job.gpus):
+        return None
+    if may_start is not None and not may_start(job, cluster):
+        return None
+    if reserved is None or ends <= reserved.shadow:
+        return cluster.place(job.gpus)
+    return cluster.place(job.gpus, avoid=reserved.machines, strict=True) or _use_spare(job, cluster, reserved)
+
+
+def _use_spare(job: Pending, cluster: Cluster, reserved: Reservation) -> tuple[int, ...] | None:
+    """Place a job that ends after the reservation on GPUs the reserved job will not need."""
+    if job.gpus > cluster.machine_gpus:
+        return None
+    for m, spare in sorted(reserved.spare.items()):
+        if spare >= job.gpus and cluster.free[m] >= job.gpus:
+            reserved.spare[m] -= job.gpus
+            cluster.hold((m,), job.gpus)
+            return (m,)
+    return None
+
+
+def _late(job: Pending, now: float, runtime: float, what: str) -> str:
+    """Why a job can no longer meet its deadline, or "" while it still can."""
+    if job.deadline is None or now + runtime <= job.deadline:
+        return ""
+    return (
+        f"deadline can no longer be met: the job needs about {runtime:.0f}s of run time ({what}) "
+        f"and would end {now + runtime - job.deadline:.0f}s after its deadline"
+    )
+
+
+# --- fifo, sjf --------------------------------------------------------------------------------
+
+
+def fifo_priority(job: Pending, snap: Snapshot | None = None) -> tuple:
+    return (job.submitted_at, job.id)
+
+
+def fifo_walk(ordered: Sequence[Pending], snap: Snapshot) -> Decision:
+    return walk(ordered, snap, backfill="stop")
+
+
+def sjf_priority(job: Pending, snap: Snapshot | None = None) -> tuple:
+    return (job.gpus * job.max_runtime, job.submitted_at, job.id)
+
+
+def sjf_walk(ordered: Sequence[Pending], snap: Snapshot) -> Decision:
+    return walk(ordered, snap, backfill="none")
+
+
+# --- edf --------------------------------------------------------------------------------------
+
+
+def edf_priority(job: Pending, snap: Snapshot | None = None) -> tuple:
+    """Earliest deadline first; jobs without a deadline after those with one, oldest first."""
+    return (job.deadline if job.deadline is not None else math.inf, job.submitted_at, job.id)
+
+
+def edf_walk(ordered: Sequence[Pending], snap: Snapshot) -> Decision:
+    """EDF order with EASY backfill on max run time. A job that does not start and can no longer
+    meet its deadline by its estimate expires; a job that fits right now starts even when its
+    estimate overshoots the deadline: it may still make it, and waiting cannot help."""
+    return walk(ordered, snap, hopeless=lambda job: _late(job, snap.now, job.estimate, "its estimate"))
+
+
+def edf_order(pending: Sequence[Pending]) -> list[Pending]:
+    return sorted(pending, key=edf_priority)
+
+
+def edf_backfill(pending: Sequence[Pending], running: Sequence[Running], total_gpus: int, now: float) -> Decision:
+    """``edf`` on one machine of ``total_gpus`` GPUs."""
+    free = total_gpus - sum(r.gpus for r in running)
+    return edf_walk(edf_order(pending), Snapshot(now, Cluster.one_machine(total_gpus, free), running))
+
+
+# --- backfill (Slurm) -------------------------------------------------------------------------
+
+SLURM_MAX_AGE_S = 7 * 86400.0  # PriorityMaxAge default
+SLURM_WEIGHTS = {"age": 1000.0, "fairshare": 10000.0, "jobsize": 1000.0}  # SchedMD's example
+SLURM_CALC_PERIOD_S = 300.0  # PriorityCalcPeriod default
+
+
+def slurm_priority(job: Pending, snap: Snapshot) -> tuple:
+    """Multifactor: age (saturates at PriorityMaxAge), classic fair-share 2^(-usage/shares) and
+    job size with PriorityFavorSmall (1 for the smallest job, 0 for the whole cluster)."""
+    age = min(max(snap.now - job.submitted_at, 0.0) / SLURM_MAX_AGE_S, 1.0)
+    fairshare = 2.0 ** -snap.share_used(job.team)
+    size = 1.0 - job.gpus / max(snap.cluster.gpus, 1)
+    w = SLURM_WEIGHTS
+    return (-(w["age"] * age + w["fairshare"] * fairshare + w["jobsize"] * size), job.submitted_at, job.id)
+
+
+def slurm_walk(ordered: Sequence[Pending], snap: Snapshot) -> Decision:
+    """EASY backfill on declared max run time; a job whose time limit no longer fits before its
+    deadline is dropped, started or not (Slurm's ``--deadline`` without ``--time-min``)."""
+    now = snap.now
+    return walk(ordered, snap, drop_first=True, hopeless=lambda job: _late(job, now, job.max_runtime, "its time limit"))
+
+
+# --- e31 -------------------------------------------------------------------------------------
+
+E31_LANE = 0.10  # share of the GPUs a long job may not take: kept for short or urgent jobs
+E31_SHORT_S = 3600.0  # a job expected to take at most this is short
+E31_URGENT_S = 900.0  # a job that must start within this to make its deadline is urgent
+E31_FAIR_SHARE = 0.25  # how far (in expected run times) fair-share moves a job in the queue
+
+
+def expected_runtime(job: Pending, snap: Snapshot) -> float:
+    """What the job will likely take: what it declared, scaled by the median of actual / declared
+    over its team's finished jobs. 0 when it declared nothing."""
+    return snap.runtimes.ratio(job.team, 0.5) * job.estimate
+
+
+def e31_priority(job: Pending, snap: Snapshot) -> tuple:
+    """Jobs bigger than one machine first, first come first served, so the first of them always
+    holds the reservation and a stream of small jobs cannot starve it. Then earliest deadline
+    first, a deadline moved later for a team that used more than its share of recent GPU time
+    and earlier for one that used less (by up to 2 x E31_FAIR_SHARE expected run times)."""
+    if job.gpus > snap.cluster.machine_gpus:
+        return (-math.inf, job.submitted_at, job.id)
+    if job.deadline is None:
+        return (math.inf, job.submitted_at, job.id)
+    over = max(-2.0, min(2.0, math.log2(max(snap.share_used(job.team), 0.25))))
+    return (job.deadline + E31_FAIR_SHARE * over * expected_runtime(job, snap), job.submitted_at, job.id)
+
+
+def e31_walk(ordered: Sequence[Pending], snap: Snapshot) -> Decision:
+    """EASY backfill in ``e31_priority`` order, with two rules of its own:
+
+    - A job expires when it is more likely than not to miss its deadline: when it cannot start
+      now and its expected run time (``expected_runtime``, learned from finished jobs, not the
+      over-estimated declared time) no longer fits before the deadline. Its GPUs go to jobs that
+      can still make theirs.
+    - The last E31_LANE of the GPUs are a lane for short jobs (expected <= E31_SHORT_S) and urgent
+      ones (latest start within E31_URGENT_S): a long job that can wait does not take them, so a
+      burst of short jobs finds GPUs free instead of behind jobs that hold theirs for days. Jobs
+      bigger than a machine are exempt: they use whole machines, which the lane does not count on.
+    """
+    now = snap.now
+    lane = int(E31_LANE * snap.cluster.gpus)
+
+    def may_start(job: Pending, cluster: Cluster) -> bool:
+        if job.gpus > cluster.machine_gpus or cluster.free_gpus - job.gpus >= lane:
+            return True
+        expected = expected_runtime(job, snap)
+        return expected <= E31_SHORT_S or (job.deadline is not None and job.deadline - expected - now <= E31_URGENT_S)
+
+    return walk(
+        ordered,
+        snap,
+        hopeless=lambda job: _late(job, now, expected_runtime(job, snap), "as its team's finished jobs suggest"),
+        may_start=may_start,
+    )
+
+
+POLICIES: dict[str, Policy] = {
+    "fifo": Policy("fifo", fifo_priority, fifo_walk),
+    "backfill": Policy("backfill", slurm_priority, slurm_walk, refresh_s=SLURM_CALC_PERIOD_S),
+    "edf": Policy("edf", edf_priority, edf_walk),
+    "sjf": Policy("sjf", sjf_priority, sjf_walk),
+    "e31": Policy("e31", e31_priority, e31_walk, refresh_s=300.0),
+}
+DEFAULT_POLICY = "e31"

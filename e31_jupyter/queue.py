@@ -320,7 +320,10 @@ class Queue:
     def positions(self) -> dict[str, int]:
         """Place in line of each queued job (1 = next), in the order the policy would start them."""
         queued = [_pending(j) for j in self.store.jobs((JobState.QUEUED.value,))]
-        return {job.id: i for i, job in enumerate(self.order(queued), start=1)}
+        if not queued:
+            return {}
+        snapshot = _snapshot(self.store, self.settings.inventory, self.clock())
+        return {job.id: i for i, job in enumerate(self.order(queued, snapshot), start=1)}
 
     def describe(self, job: dict, positions: dict[str, int] | None = None) -> dict:
         """The job as the API shows it."""
@@ -414,13 +417,11 @@ class Queue:
             return
         now = self.clock()
         queued = {j["id"]: j for j in self.store.jobs((JobState.QUEUED.value,))}
+        if not queued:
+            return
         running = self.store.jobs((JobState.RUNNING.value,))
-        decision = self.decide(
-            [_pending(j) for j in queued.values()],
-            [_running(j) for j in running],
-            len(self.settings.inventory),
-            now,
-        )
+        snapshot = _snapshot(self.store, self.settings.inventory, now, running)
+        decision = self.decide([_pending(j) for j in queued.values()], snapshot)
         for job_id, reason in decision.expire:
             self.store.transition(job_id, ("queued",), "expired", reason, now, finished_at=now)
         free = gpu_inventory.free_devices(self.settings.inventory, running)
@@ -578,12 +579,36 @@ def _pending(job: dict) -> policy.Pending:
     )  # fmt: skip
     return policy.Pending(
         job["id"], request.gpus, job["submitted_at"], request.max_runtime_s,
-        request.runtime_estimate(), request.deadline,
+        request.runtime_estimate(), request.deadline, _team(job),
     )  # fmt: skip
 
 
 def _running(job: dict) -> policy.Running:
     return policy.Running(job["id"], len(job["granted"]), job["started_at"], job["max_runtime_s"])
+
+
+def _team(job: dict) -> str:
+    """Who fair-share charges: the job's team, else its owner."""
+    return job["team"] or job["owner"]
+
+
+def _snapshot(store: Store, inventory: list[str], now: float, running: list[dict] | None = None) -> policy.Snapshot:
+    """What the policy sees: this machine's GPUs (one machine), the running jobs, each team's
+    fair-share usage (the meter's GPU-seconds, decayed) and run times learned from jobs that
+    succeeded, all from the jobs held in the last few fair-share half-lives."""
+    if running is None:
+        running = store.jobs((JobState.RUNNING.value,))
+    free = len(inventory) - sum(len(j["granted"]) for j in running)
+    recent = store.held_between(now - 4 * policy.FAIR_SHARE_HALF_LIFE_S, now)
+    usage: dict[str, float] = {}
+    for job in recent:
+        ended_ago = now - job["finished_at"] if job["finished_at"] is not None else 0.0
+        usage[_team(job)] = usage.get(_team(job), 0.0) + policy.decayed(meter.gpu_seconds(job, now), ended_ago)
+    runtimes = policy.RuntimeModel()
+    for job in sorted((j for j in recent if j["state"] == JobState.SUCCEEDED.value), key=lambda j: j["finished_at"]):
+        runtimes.observe(_team(job), _pending(job).estimate, job["finished_at"] - job["started_at"])
+    cluster = policy.Cluster.one_machine(len(inventory), free)
+    return policy.Snapshot(now, cluster, [_running(j) for j in running], usage, runtimes)
 
 
 def _data_paths(value, root_dir: Path) -> list[Path]:

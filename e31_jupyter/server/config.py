@@ -11,6 +11,7 @@ from traitlets.config import Configurable
 
 from ..errors import InvalidRequest
 from ..job import parse_cpus, parse_duration, parse_memory
+from ..policy import DEFAULT_POLICY, POLICIES
 
 
 class E31(Configurable):
@@ -105,7 +106,12 @@ class E31(Configurable):
         "python3", help="The Python command in job images that runs the e31 worker."
     ).tag(config=True)
 
-    policy = Enum(["edf"], default_value="edf", help="The scheduling policy.").tag(config=True)
+    policy = Enum(
+        list(POLICIES),
+        default_value=DEFAULT_POLICY,
+        help="The scheduling policy: e31 (deadline-aware fair share, the default), edf, backfill "
+        "(as Slurm does it), sjf or fifo. See e31_jupyter/policy.py.",
+    ).tag(config=True)
 
     default_max_runtime = Unicode(
         "24h", help="The run time limit of a job that declares none (e.g. 90m, 6h, 1d)."
