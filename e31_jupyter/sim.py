@@ -96,6 +96,7 @@ class _Usage:
         return 2.0 ** ((t - self.t0) / FAIR_SHARE_HALF_LIFE_S)
 
     def join(self, team: str) -> None:
+        """A team counts toward the equal shares from its first job on."""
         self.ended[team] += 0.0
 
     def start(self, team: str, gpus: int, t: float) -> None:
@@ -109,7 +110,8 @@ class _Usage:
 
     def at(self, t: float) -> dict[str, float]:
         scale = 1.0 / self._scale(t)
-        return {team: v * scale + self.gpus[team] * t - self.gpu_starts[team] for team, v in self.ended.items()}
+        teams = self.ended.keys() | self.gpus.keys()
+        return {team: self.ended.get(team, 0.0) * scale + self.gpus.get(team, 0.0) * t - self.gpu_starts.get(team, 0.0) for team in teams}
 
 
 class Simulation:

@@ -1,0 +1,300 @@
+"""The scheduling policies on small hand-made cases: pure functions, no server, no clock."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from e31_jupyter.policy import (
+    E31_LANE,
+    POLICIES,
+    Cluster,
+    Pending,
+    Policy,
+    Running,
+    RuntimeModel,
+    Snapshot,
+)
+from e31_jupyter.sim import TraceJob, simulate
+
+NOW = 10_000.0
+
+
+def pending(id, gpus=1, submitted=0.0, max_runtime=100.0, estimate=None, deadline=None, team="") -> Pending:
+    return Pending(id, gpus, submitted, max_runtime, max_runtime if estimate is None else estimate, deadline, team)
+
+
+def snapshot(free, running=(), machine_gpus=8, usage=None, runtimes=None, sizes=None) -> Snapshot:
+    cluster = Cluster(free, machine_gpus, sizes)
+    return Snapshot(NOW, cluster, list(running), usage or {}, runtimes or RuntimeModel())
+
+
+def decide(name: str, jobs, snap):
+    return POLICIES[name].decide(jobs, snap)
+
+
+def expired(decision) -> list[str]:
+    return [job_id for job_id, _ in decision.expire]
+
+
+# -- the cluster -------------------------------------------------------------------------------
+
+
+def test_a_small_job_goes_on_the_fullest_machine_that_fits():
+    cluster = Cluster([8, 3, 1, 2], 8)
+    assert cluster.place(2) == (3,)  # exactly 2 free there
+    assert cluster.place(1) == (2,)
+    assert cluster.place(3) == (1,)
+    assert cluster.free == [8, 0, 0, 0] and cluster.free_gpus == 8
+
+
+def test_a_big_job_takes_whole_machines_and_gives_them_back():
+    cluster = Cluster.of(32, 8)
+    cluster.place(1)  # one machine is no longer whole
+    assert cluster.fits(24) and not cluster.fits(32)
+    machines = cluster.place(12)  # more than one machine: two whole ones
+    assert len(machines) == 2 and all(cluster.free[m] == 0 for m in machines)
+    cluster.release(machines, 12)
+    assert all(cluster.free[m] == 8 for m in machines)
+
+
+def test_a_job_bigger_than_the_cluster_can_never_fit():
+    cluster = Cluster.of(20, 8)  # 8 + 8 + 4: the small machine does not count as whole
+    assert cluster.can_ever_fit(8) and cluster.can_ever_fit(16)
+    assert not cluster.can_ever_fit(17) and not cluster.can_ever_fit(24)
+    assert Cluster.one_machine(2, 2).can_ever_fit(2) and not Cluster.one_machine(2, 2).can_ever_fit(3)
+
+
+def test_every_policy_leaves_the_snapshot_untouched():
+    snap = snapshot([2, 8], [Running("r", 6, NOW - 10, 100, (0,))])
+    jobs = [pending("a", 4), pending("b", 16), pending("c", 1, deadline=NOW + 50)]
+    for name in POLICIES:
+        decide(name, jobs, snap)
+        assert snap.cluster.free == [2, 8] and snap.cluster.free_gpus == 10, name
+
+
+def test_every_policy_unpacks_as_order_and_decide():
+    for name, policy in POLICIES.items():
+        order, decide_ = policy
+        snap = snapshot([8])
+        assert [j.id for j in order([pending("a")], snap)] == ["a"]
+        assert decide_([pending("a")], snap).start == ["a"], name
+
+
+# -- backfill does not delay the reserved job (every policy that reserves) ------------------------
+
+
+def _cluster_at(t: float, snap: Snapshot, started: list[Running]) -> Cluster:
+    """The GPUs at time ``t`` if running and ``started`` jobs all end by their limits."""
+    cluster = snap.cluster.copy()
+    for r in started:
+        cluster.hold(r.machines, r.gpus)
+    for r in list(snap.running) + started:
+        if r.ends_by <= t:
+            cluster.release(r.machines, r.gpus)
+    return cluster
+
+
+def _random_case(rng: random.Random):
+    machines, machine_gpus = rng.randint(1, 4), rng.choice([2, 4])
+    cluster = Cluster.of(machines * machine_gpus, machine_gpus)
+    running = []
+    for i in range(rng.randint(0, 6)):
+        gpus = rng.choice([1, 1, 2, machine_gpus, 2 * machine_gpus])
+        where = cluster.place(gpus)
+        if where is not None:
+            running.append(Running(f"r{i}", gpus, NOW - 5, float(rng.choice([10, 20, 40, 60])), where))
+    jobs = [
+        pending(
+            f"p{i}",
+            rng.choice([1, 1, 2, machine_gpus, 2 * machine_gpus]),
+            submitted=float(i),
+            max_runtime=float(rng.choice([9, 15, 30, 55, 100, 400])),
+            deadline=rng.choice([None, NOW + rng.randint(50, 2000)]),
+        )
+        for i in range(rng.randint(1, 8))
+    ]
+    return jobs, Snapshot(NOW, cluster, running)
+
+
+@pytest.mark.parametrize("name", ["edf", "backfill", "e31"])
+def test_backfill_never_delays_the_first_job_that_waits(name):
+    policy, checked = POLICIES[name], 0
+    for seed in range(400):
+        jobs, snap = _random_case(random.Random(seed))
+        decision = policy.decide(jobs, snap)
+        order = policy.order(jobs, snap)
+        left = set(decision.start) | set(expired(decision))
+        waiting = [k for k, j in enumerate(order) if j.id not in left]
+        if not waiting or snap.cluster.fits(order[waiting[0]].gpus):
+            continue  # nothing waits for GPUs (a job held back by a rule of the policy gets no reservation)
+        head = order[waiting[0]]
+        started = [Running(j.id, j.gpus, NOW, j.max_runtime, decision.placement[j.id]) for j in order if j.id in decision.start]
+        ahead = [r for r in started if [j.id for j in order].index(r.id) < waiting[0]]
+        # its promised start: the first moment it fits, counting only what ran or started ahead of it
+        ends = sorted({NOW} | {max(NOW, r.ends_by) for r in list(snap.running) + ahead})
+        shadow = next(t for t in ends if _cluster_at(t, snap, ahead).fits(head.gpus))
+        assert _cluster_at(shadow, snap, started).fits(head.gpus), f"{name} seed {seed}: {decision}"
+        checked += 1
+    assert checked > 100
+
+
+# -- starvation ----------------------------------------------------------------------------------
+
+
+def _stream_against_a_big_job() -> list[TraceJob]:
+    """Two machines of 8 GPUs; a 16-GPU job arrives while a stream of 1-GPU jobs keeps them
+    busy: each lasts 100 s and a new one comes every 10 s, for two hours."""
+    jobs = [TraceJob(f"s{i}", 10.0 * i, 100.0, 1, "small", 1e9, 100.0) for i in range(720)]
+    jobs.append(TraceJob("big", 55.0, 500.0, 16, "big", 1e9, 500.0))
+    return jobs
+
+
+@pytest.mark.parametrize("name", ["edf", "backfill", "e31"])
+def test_a_stream_of_small_jobs_does_not_starve_a_big_one(name):
+    outcomes = {o.job.id: o for o in simulate(_stream_against_a_big_job(), POLICIES[name], gpus=16)}
+    big = outcomes["big"]
+    assert big.started_at is not None and big.started_at - big.job.submitted_at <= 100.0 + 10.0
+
+
+def test_sjf_starves_the_big_job_while_small_ones_keep_coming():
+    outcomes = {o.job.id: o for o in simulate(_stream_against_a_big_job(), POLICIES["sjf"], gpus=16)}
+    assert outcomes["big"].started_at >= 7200.0  # only once the stream has dried up
+
+
+# -- strict, greedy, reserved ------------------------------------------------------------------------
+
+
+def test_fifo_stops_at_the_first_job_that_does_not_fit():
+    jobs = [pending("first", 4, submitted=0), pending("small", 1, submitted=1, max_runtime=1)]
+    decision = decide("fifo", jobs, snapshot([2]))
+    assert decision.start == [] and decision.expire == []
+
+
+def test_sjf_starts_the_smallest_declared_gpu_time_first_and_anything_that_fits():
+    jobs = [pending("long", 1, max_runtime=1000), pending("wide", 2, max_runtime=100), pending("short", 1, max_runtime=50)]
+    assert decide("sjf", jobs, snapshot([2])).start == ["short", "long"]
+
+
+# -- deadlines -----------------------------------------------------------------------------------
+
+
+def test_backfill_drops_a_job_whose_time_limit_overshoots_its_deadline_even_with_free_gpus():
+    jobs = [pending("over", max_runtime=300, deadline=NOW + 200), pending("fine", max_runtime=100, deadline=NOW + 200)]
+    decision = decide("backfill", jobs, snapshot([8]))
+    assert decision.start == ["fine"] and expired(decision) == ["over"]
+    assert "time limit" in decision.expire[0][1]
+
+
+def test_edf_starts_a_job_that_fits_even_when_its_estimate_overshoots():
+    decision = decide("edf", [pending("over", max_runtime=300, deadline=NOW + 200)], snapshot([8]))
+    assert decision.start == ["over"]
+
+
+def _learned(ratio: float, team: str = "t", n: int = 50) -> RuntimeModel:
+    runtimes = RuntimeModel()
+    for _ in range(n):
+        runtimes.observe(team, 100.0, 100.0 * ratio)
+    return runtimes
+
+
+def test_e31_keeps_a_job_its_learned_run_time_says_can_still_make_it():
+    # Declared 300 s, 250 s left: edf and backfill would drop it while it waits; jobs like it
+    # took half their declared time, so e31 keeps it.
+    job = pending("waits", max_runtime=300, deadline=NOW + 250, team="t")
+    busy = [Running("r", 8, NOW - 10, 1000, (0,))]
+    assert expired(decide("edf", [job], snapshot([0], busy))) == ["waits"]
+    decision = decide("e31", [job], snapshot([0], busy, runtimes=_learned(0.5)))
+    assert decision.start == [] and decision.expire == []
+
+
+def test_e31_expires_a_waiting_job_more_likely_than_not_to_miss():
+    job = pending("late", max_runtime=300, deadline=NOW + 100, team="t")
+    busy = [Running("r", 8, NOW - 10, 1000, (0,))]
+    decision = decide("e31", [job], snapshot([0], busy, runtimes=_learned(0.5)))
+    assert expired(decision) == ["late"] and "deadline" in decision.expire[0][1]
+
+
+def test_a_job_without_a_declared_run_time_waits_until_its_deadline_passes():
+    job = pending("unknown", max_runtime=86400, estimate=0, deadline=NOW + 10)
+    busy = [Running("r", 8, NOW - 10, 1000, (0,))]
+    for name in ("edf", "e31"):
+        assert decide(name, [job], snapshot([0], busy)).expire == [], name
+    passed = pending("unknown", max_runtime=86400, estimate=0, deadline=NOW - 1)
+    assert expired(decide("e31", [passed], snapshot([0], busy))) == ["unknown"]
+
+
+# -- e31: the lane, fair share, big jobs first -------------------------------------------------------
+
+
+def _lane_case():
+    """40 GPUs in 5 machines; 36 busy, so 4 are free: within the lane (10% = 4 GPUs)."""
+    busy = [Running(f"r{m}", 8, NOW - 10, 10_000, (m,)) for m in range(4)] + [Running("r4", 4, NOW - 10, 10_000, (4,))]
+    return snapshot([0, 0, 0, 0, 4], busy)
+
+
+def test_e31_keeps_the_lane_from_a_long_job_that_can_wait():
+    assert int(E31_LANE * 40) == 4
+    job = pending("long", max_runtime=8 * 3600, deadline=NOW + 24 * 3600)
+    decision = decide("e31", [job], _lane_case())
+    assert decision.start == [] and decision.expire == []
+
+
+def test_e31_lets_short_and_urgent_jobs_into_the_lane():
+    short = pending("short", max_runtime=1800, deadline=NOW + 24 * 3600)
+    urgent = pending("urgent", max_runtime=8 * 3600, deadline=NOW + 8 * 3600 + 600)
+    assert sorted(decide("e31", [short, urgent], _lane_case()).start) == ["short", "urgent"]
+
+
+def test_e31_serves_a_team_under_its_share_before_one_over_it():
+    jobs = [pending("heavy", deadline=NOW + 1000, team="heavy"), pending("light", deadline=NOW + 1000, team="light")]
+    snap = snapshot([8], usage={"heavy": 9e6, "light": 1e6})
+    assert [j.id for j in POLICIES["e31"].order(jobs, snap)] == ["light", "heavy"]
+    # the nudge is bounded: a much earlier deadline still comes first
+    jobs[0] = pending("heavy", deadline=NOW + 100, team="heavy")
+    assert [j.id for j in POLICIES["e31"].order(jobs, snap)] == ["heavy", "light"]
+
+
+def test_e31_puts_jobs_bigger_than_a_machine_first():
+    jobs = [pending("urgent", 1, deadline=NOW + 60), pending("big", 16, submitted=5, deadline=NOW + 10**6)]
+    assert [j.id for j in POLICIES["e31"].order(jobs, snapshot([8, 8]))] == ["big", "urgent"]
+
+
+# -- Slurm's multifactor priority ------------------------------------------------------------------
+
+
+def test_backfill_priority_favours_light_teams_old_jobs_and_small_jobs():
+    order = POLICIES["backfill"].order
+    snap = snapshot([8, 8], usage={"heavy": 9e6, "light": 1e6})
+    jobs = [pending("heavy", team="heavy", submitted=NOW - 10), pending("light", team="light", submitted=NOW - 10)]
+    assert [j.id for j in order(jobs, snap)] == ["light", "heavy"]
+    jobs = [pending("new", submitted=NOW), pending("old", submitted=NOW - 7 * 86400)]
+    assert [j.id for j in order(jobs, snap)] == ["old", "new"]
+    jobs = [pending("wide", 16, submitted=NOW), pending("narrow", 1, submitted=NOW)]
+    assert [j.id for j in order(jobs, snap)] == ["narrow", "wide"]
+
+
+# -- what finished jobs teach ---------------------------------------------------------------------
+
+
+def test_the_runtime_model_learns_per_team_and_borrows_when_a_team_is_new():
+    runtimes = RuntimeModel(window=100, min_samples=20)
+    assert runtimes.ratio("t", 0.5) == 1.0  # nothing learned: the declared time stands
+    for i in range(100):
+        runtimes.observe("fast", 100.0, 20.0 + i % 10)
+    assert 0.2 <= runtimes.ratio("fast", 0.5) <= 0.3
+    assert runtimes.ratio("new", 0.5) == runtimes.ratio("fast", 0.5)  # borrows everyone's
+    for _ in range(100):
+        runtimes.observe("slow", 100.0, 90.0)
+    assert runtimes.ratio("slow", 0.5) == 0.9 and runtimes.ratio("fast", 0.5) < 0.3
+    runtimes.observe("x", 0.0, 10.0)  # nothing declared: nothing to learn
+    assert runtimes.ratio("x", 0.5) == runtimes.ratio(None, 0.5)
+
+
+def test_a_custom_policy_is_just_a_priority_and_a_walk():
+    from e31_jupyter.policy import walk
+
+    newest_first = Policy("newest", lambda job, snap: -job.submitted_at, lambda ordered, snap: walk(ordered, snap))
+    jobs = [pending("old", submitted=1), pending("new", submitted=2)]
+    assert newest_first.decide(jobs, snapshot([1], machine_gpus=1)).start == ["new"]

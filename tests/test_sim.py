@@ -1,0 +1,180 @@
+"""The trace simulator and the scheduling benchmark on small traces."""
+
+from __future__ import annotations
+
+import json
+import random
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from e31_jupyter.policy import FAIR_SHARE_HALF_LIFE_S, POLICIES, Policy, decayed
+from e31_jupyter.sim import Outcome, Simulation, TraceJob, _Usage, simulate, summarise, synthesise
+
+BENCHMARK = Path(__file__).resolve().parent.parent / "benchmarks" / "scheduling.py"
+
+
+def job(id, submit, duration, gpus=1, team="t", deadline=1e12, declared=None) -> TraceJob:
+    return TraceJob(id, float(submit), float(duration), gpus, team, float(deadline), float(declared or duration))
+
+
+def by_id(outcomes) -> dict[str, Outcome]:
+    return {o.job.id: o for o in outcomes}
+
+
+def _random_trace(n=300, seed=3) -> list[TraceJob]:
+    rng = random.Random(seed)
+    submits = sorted(rng.uniform(0, 20_000) for _ in range(n))
+    durations = [rng.choice([30, 300, 3000, 20_000]) * rng.uniform(0.5, 1.5) for _ in range(n)]
+    gpus = [rng.choice([1, 1, 1, 2, 4, 8, 16]) for _ in range(n)]
+    teams = [rng.choice("abc") for _ in range(n)]
+    return synthesise(submits, durations, gpus, teams, seed=seed)
+
+
+# -- what a trace lacks -----------------------------------------------------------------------
+
+
+def test_synthesised_deadlines_and_declared_run_times_are_seeded_and_in_range():
+    jobs = synthesise([0, 10, 20], [100, 200, 300], [1, 2, 4], ["a", "b", "c"], seed=7)
+    assert jobs == synthesise([0, 10, 20], [100, 200, 300], [1, 2, 4], ["a", "b", "c"], seed=7)
+    assert jobs != synthesise([0, 10, 20], [100, 200, 300], [1, 2, 4], ["a", "b", "c"], seed=8)
+    for j in jobs:
+        assert 1.2 * j.duration <= j.deadline - j.submitted_at <= 3 * j.duration
+        assert j.duration <= j.max_runtime <= 3 * j.duration
+    assert jobs[0].pending().estimate == jobs[0].max_runtime  # policies see the declared time only
+    assert not hasattr(jobs[0].pending(), "duration")
+
+
+# -- the replay -------------------------------------------------------------------------------
+
+
+def test_fifo_on_two_gpus_gives_exact_times():
+    trace = [job("a", 0, 10, gpus=2), job("b", 1, 5), job("c", 2, 5), job("d", 3, 1, gpus=2)]
+    out = by_id(simulate(trace, POLICIES["fifo"], gpus=2, machine_gpus=2))
+    assert (out["a"].started_at, out["a"].finished_at) == (0, 10)
+    assert (out["b"].started_at, out["c"].started_at) == (10, 10)
+    assert (out["d"].started_at, out["d"].finished_at) == (15, 16)
+
+
+def test_a_job_bigger_than_a_machine_waits_for_whole_machines():
+    # two machines of 4: one 1-GPU job on each keeps the 8-GPU job out until both end
+    trace = [job("x", 0, 100), job("y", 0, 50), job("big", 1, 10, gpus=8)]
+    out = by_id(simulate(trace, POLICIES["edf"], gpus=8, machine_gpus=4))
+    assert out["x"].started_at == 0 and out["y"].started_at == 0
+    assert out["big"].started_at == 100
+
+
+def test_a_deadline_that_cannot_be_met_expires_the_job():
+    trace = [job("busy", 0, 1000), job("late", 1, 100, deadline=300, declared=100)]
+    out = by_id(simulate(trace, POLICIES["edf"], gpus=1, machine_gpus=1))
+    assert out["late"].expired_at is not None and out["late"].started_at is None
+    assert not out["late"].on_time and out["busy"].on_time
+
+
+@pytest.mark.parametrize("name", list(POLICIES))
+def test_every_job_ends_once_and_gpus_are_never_oversubscribed(name):
+    trace = _random_trace()
+    outcomes = simulate(trace, POLICIES[name], gpus=24, machine_gpus=8)
+    assert [o.job.id for o in outcomes] == [j.id for j in sorted(trace, key=lambda j: j.submitted_at)]
+    events = []
+    for o in outcomes:
+        assert (o.expired_at is None) == (o.started_at is not None), o
+        assert o.left_queue_at >= o.job.submitted_at
+        if o.started_at is not None:
+            assert o.finished_at == o.started_at + o.job.duration
+            events += [(o.started_at, o.job.gpus), (o.finished_at, -o.job.gpus)]
+    held = 0
+    for _, change in sorted(events, key=lambda e: (e[0], e[1])):  # ends before starts at a tie
+        held += change
+        assert held <= 24
+
+
+def test_policies_learn_only_from_jobs_that_have_ended():
+    seen = []
+
+    def spy(ordered, snap):
+        learned = len(snap.runtimes._recent.get(None, ()))
+        seen.append((snap.now, learned))
+        return POLICIES["e31"].walk(ordered, snap)
+
+    trace = _random_trace(n=120)
+    sim = Simulation(trace, Policy("spy", POLICIES["e31"].priority, spy, refresh_s=300.0), gpus=16)
+    outcomes = sim.run()
+    for now, learned in seen:
+        assert learned == sum(1 for o in outcomes if o.finished_at is not None and o.finished_at <= now)
+
+
+def test_the_whole_trace_replays_deterministically():
+    trace = _random_trace(n=150)
+    first = [(o.started_at, o.expired_at) for o in simulate(trace, POLICIES["e31"], gpus=16)]
+    assert first == [(o.started_at, o.expired_at) for o in simulate(trace, POLICIES["e31"], gpus=16)]
+
+
+def test_fair_share_usage_is_the_meter_decayed():
+    usage = _Usage(t0=0.0)
+    usage.start("a", 2, 0.0)
+    usage.start("b", 1, 50.0)
+    usage.end("a", 2, 0.0, 100.0)
+    now = 100.0 + FAIR_SHARE_HALF_LIFE_S
+    at = usage.at(now)
+    assert at["a"] == pytest.approx(decayed(200.0, FAIR_SHARE_HALF_LIFE_S)) == pytest.approx(100.0)
+    assert at["b"] == pytest.approx(now - 50.0)  # still running: not decayed yet
+
+
+# -- the figures -------------------------------------------------------------------------------
+
+
+def test_summary_figures_on_a_hand_made_replay():
+    def outcome(id, team, gpus, duration, deadline, started=None, expired=None):
+        o = Outcome(TraceJob(id, 0.0, duration, gpus, team, deadline, duration), started_at=started, expired_at=expired)
+        o.finished_at = None if started is None else started + duration
+        return o
+
+    outcomes = [
+        outcome("a", "x", 1, 100, 200, started=0),  # on time, slowdown 1
+        outcome("b", "x", 2, 100, 150, started=100),  # late, slowdown 2
+        outcome("c", "y", 16, 100, 500, started=300),  # on time, slowdown 4
+        outcome("d", "y", 1, 100, 150, expired=60),  # dropped after 60 s in the queue
+    ]
+    r = summarise(outcomes, gpus=16, window=(0.0, 400.0))
+    assert r["miss_rate"] == 0.5 and r["expired"] == 0.25
+    assert r["goodput"] == pytest.approx((100 + 1600) / (100 + 200 + 1600 + 100))
+    assert r["utilization"] == pytest.approx((100 + 200 + 16 * 100) / (16 * 400))
+    assert r["wait_mean_h"]["1"] == pytest.approx(30 / 3600) and r["wait_p99_h"]["1"] == pytest.approx(60 / 3600)
+    assert r["wait_mean_h"]["2-8"] == pytest.approx(100 / 3600) and r["wait_mean_h"][">8"] == pytest.approx(300 / 3600)
+    assert r["mean_jct_h"] == pytest.approx((100 + 200 + 400) / 3 / 3600)
+    assert r["makespan_h"] == pytest.approx(400 / 3600)
+    # teams with fewer than 20 jobs are left out: no team counts, so nothing is uneven
+    assert (r["fairness_worst"], r["jain"]) == (1.0, 1.0)
+    many = [outcome(f"x{i}", "x", 1, 100, 1e9, started=0) for i in range(20)]
+    many += [outcome(f"y{i}", "y", 1, 100, 1e9, started=100) for i in range(20)]
+    r = summarise(many, gpus=40, window=(0.0, 400.0))
+    assert r["fairness_worst"] == pytest.approx(1 / 2)  # team means 1 and 2
+    assert r["jain"] == pytest.approx(9 / 10)  # (1 + 2)^2 / (2 x (1 + 4))
+
+
+# -- the benchmark -------------------------------------------------------------------------------
+
+
+def test_the_benchmark_reads_other_trace_formats_and_prints_json(tmp_path):
+    rng = random.Random(1)
+    lines = ["submit_time,duration,num_gpu,vc"]
+    lines += [f"{i * 60},{rng.choice([60, 600, 6000])},{rng.choice([1, 2, 8])},{rng.choice('pq')}" for i in range(200)]
+    trace = tmp_path / "trace.csv"
+    trace.write_text("\n".join(lines) + "\n")
+    plot = tmp_path / "plot.png"
+    run = subprocess.run(
+        [sys.executable, str(BENCHMARK), "--trace", str(trace), "--gpus", "16", "--start", "600", "--end", "9000",
+         "--json", "--plot", str(plot), "--no-pass-time"],
+        capture_output=True, text=True, check=True, timeout=120,
+    )  # fmt: skip
+    results = json.loads(run.stdout)
+    assert set(results) == set(POLICIES)
+    for figures in results.values():
+        for key in ("miss_rate", "goodput", "utilization", "mean_jct_h", "fairness_worst", "jain", "makespan_h", "jobs_per_s"):
+            assert isinstance(figures[key], float), key
+        assert set(figures["wait_mean_h"]) == set(figures["wait_p99_h"]) == {"1", "2-8", ">8"}
+        assert figures["jobs"] == 140  # submits in [600, 9000)
+    assert plot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
