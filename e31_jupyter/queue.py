@@ -391,12 +391,17 @@ class Queue:
     def gpu_pool(self, caller: Caller) -> dict:
         running = self.store.jobs((JobState.RUNNING.value,))
         holders = gpu_inventory.holders(self.settings.inventory, running)
+        return self._pool_view(caller, [(d, job is not None, job) for d, job in holders.items()], running)
+
+    def _pool_view(self, caller: Caller, devices: list[tuple[str, bool, dict | None]], running: list) -> dict:
+        """The pool as the API shows it: each device, busy or free, and whose job holds it
+        (the job itself only to its owner and admins)."""
         pool = []
-        for device, job in holders.items():
+        for device, busy, job in devices:
             shown = job is not None and (caller.is_admin or job["owner"] == caller.name)
             pool.append({
                 "id": device,
-                "busy": job is not None,
+                "busy": busy,
                 "job": job["id"] if shown else None,
                 "job_name": job["name"] if shown else None,
                 "owner": job["owner"] if job else None,
