@@ -313,16 +313,29 @@ def walk(
     now, cluster = snap.now, snap.cluster.copy()
     holders = list(snap.running)
     reserved: Reservation | None = None
+    # The fewest GPUs that found no place since the last start, anywhere [0] and beside the
+    # reservation [1]: a job asking as many or more finds none either, so a long queue is
+    # walked in a few steps per job.
+    no_room = [math.inf, math.inf]
     for job in ordered:
         if not cluster.can_ever_fit(job.gpus):
             decision.expire.append((job.id, f"asks for {job.gpus} GPUs but the queue now has only {cluster.gpus}"))
             continue
         reason = hopeless(job) if drop_first else ""
-        machines = None if reason else _try(job, cluster, reserved, now + limit(job), may_start)
+        beside = reserved is not None and now + limit(job) > reserved.shadow
+        machines = None
+        if not reason and job.gpus < no_room[beside]:
+            if not cluster.fits(job.gpus):
+                no_room = [min(no_room[0], job.gpus), min(no_room[1], job.gpus)]
+            elif may_start is None or may_start(job, cluster):
+                machines = _place(job, cluster, reserved if beside else None)
+                if machines is None:  # no place beside the reservation
+                    no_room[1] = min(no_room[1], job.gpus)
         if machines is not None:
             decision.start.append(job.id)
             decision.placement[job.id] = machines
             holders.append(Running(job.id, job.gpus, now, limit(job), machines))
+            no_room = [math.inf, math.inf]
             continue
         reason = reason or hopeless(job)
         if reason:
@@ -335,17 +348,14 @@ def walk(
     return decision
 
 
-def _try(job: Pending, cluster: Cluster, reserved: Reservation | None, ends: float, may_start) -> tuple[int, ...] | None:
-    """Place ``job`` now if it fits, ``may_start`` agrees and it cannot delay the reserved job."""
+def _place(job: Pending, cluster: Cluster, beside: Reservation | None) -> tuple[int, ...] | None:
+    """Place ``job`` anywhere; or, when it would still run at a reservation's start, only where
+    it cannot delay the reserved job."""
     if job.gpus <= 0:
         return ()
-    if not cluster.fits(job.gpus):
-        return None
-    if may_start is not None and not may_start(job, cluster):
-        return None
-    if reserved is None or ends <= reserved.shadow:
+    if beside is None:
         return cluster.place(job.gpus)
-    return cluster.place(job.gpus, avoid=reserved.machines, strict=True) or _use_spare(job, cluster, reserved)
+    return cluster.place(job.gpus, avoid=beside.machines, strict=True) or _use_spare(job, cluster, beside)
 
 
 def _use_spare(job: Pending, cluster: Cluster, reserved: Reservation) -> tuple[int, ...] | None:

@@ -1,0 +1,211 @@
+"""Replay a public GPU job trace through e31's scheduling policies and compare them.
+
+    python benchmarks/scheduling.py --trace /work/shared/traces/philly.csv \\
+        --gpus 640 --start 2017-10-01 --end 2017-10-29
+
+Reads submit time as ``timestamp``, ``submit_time`` or ``submission_time`` (a date-time, or
+seconds), ``duration`` (seconds), ``num_gpus`` or ``num_gpu``, and the team as ``cluster``,
+``vc`` or ``user`` when there is one. What traces lack is drawn from ``--seed``
+(``e31_jupyter.sim.synthesise``): deadline = submit + k x duration, k uniform in [1.2, 3];
+declared max run time = duration x a factor uniform in [1, 3]. Policies see GPUs, submit time,
+deadline and declared run time, never the duration.
+
+Jobs submitted in [--start, --end) are replayed on an empty cluster of --gpus GPUs in machines of
+--machine-gpus, to the end of the last job. Prints a markdown table (or, with --json, one JSON
+object keyed by policy) and draws a PNG comparing the policies (--plot).
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import datetime as dt
+import json
+import random
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from e31_jupyter.policy import POLICIES, Cluster, Pending, Running, RuntimeModel, Snapshot  # noqa: E402
+from e31_jupyter.sim import SIZE_CLASSES, simulate, summarise, synthesise  # noqa: E402
+
+SUBMIT = ("timestamp", "submit_time", "submission_time")
+GPUS = ("num_gpus", "num_gpu")
+TEAM = ("cluster", "vc", "user")
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = _parse(argv)
+    submits, durations, gpus, teams = read_trace(args.trace)
+    start = _when(args.start) if args.start else min(submits)
+    end = _when(args.end) if args.end else max(submits) + 1
+    keep = [i for i, s in enumerate(submits) if start <= s < end]
+    jobs = synthesise(
+        [submits[i] for i in keep], [durations[i] for i in keep], [gpus[i] for i in keep], [teams[i] for i in keep], args.seed
+    )
+    results = {}
+    for name in args.policies:
+        began = time.perf_counter()
+        outcomes = simulate(jobs, POLICIES[name], args.gpus, args.machine_gpus)
+        seconds = time.perf_counter() - began
+        results[name] = {**summarise(outcomes, args.gpus, (start, end)), "jobs_per_s": len(jobs) / max(seconds, 1e-9)}
+        print(f"{name}: {seconds:.1f}s", file=sys.stderr)
+    if args.pass_ms:
+        for name in args.policies:
+            results[name]["pass_10k_ms"] = pass_time_ms(POLICIES[name], args.gpus, args.machine_gpus)
+    offered = sum(j.gpus * j.duration for j in jobs) / (args.gpus * (end - start))
+    if args.json:
+        print(json.dumps(results, indent=2))
+    else:
+        print(_table(results, args, len(jobs), offered))
+    if args.plot:
+        plot(results, args.plot)
+
+
+def _parse(argv):
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--trace", required=True, type=Path)
+    parser.add_argument("--gpus", type=int, default=640)
+    parser.add_argument("--machine-gpus", type=int, default=8)
+    parser.add_argument("--start", help="first submit day (YYYY-MM-DD[ HH:MM:SS], or seconds)")
+    parser.add_argument("--end", help="submits before this")
+    parser.add_argument("--policies", default=",".join(POLICIES), type=lambda s: s.split(","))
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--json", action="store_true", help="print JSON instead of the table")
+    parser.add_argument("--plot", type=Path, default=Path(__file__).with_name("scheduling.png"),
+                        help="where to draw the PNG (default: benchmarks/scheduling.png)")  # fmt: skip
+    parser.add_argument("--no-pass-time", dest="pass_ms", action="store_false",
+                        help="skip timing one pass over 10,000 queued jobs")  # fmt: skip
+    args = parser.parse_args(argv)
+    unknown = [p for p in args.policies if p not in POLICIES]
+    if unknown:
+        parser.error(f"unknown policies {unknown}; known: {', '.join(POLICIES)}")
+    return args
+
+
+# --- the trace ---------------------------------------------------------------------------------
+
+
+def read_trace(path: Path) -> tuple[list[float], list[float], list[int], list[str]]:
+    """Submit times (seconds), durations, GPUs and teams of every job in a CSV trace."""
+    with open(path, newline="") as f:
+        reader = csv.DictReader(f)
+        columns = reader.fieldnames or []
+        submit, gpus = _column(columns, SUBMIT, path), _column(columns, GPUS, path)
+        team = next((c for c in TEAM if c in columns), None)
+        rows = list(reader)
+    return (
+        [_when(r[submit]) for r in rows],
+        [float(r["duration"]) for r in rows],
+        [int(float(r[gpus])) for r in rows],
+        [r[team] if team else "" for r in rows],
+    )
+
+
+def _column(columns: list[str], names: tuple[str, ...], path: Path) -> str:
+    found = next((c for c in names if c in columns), None)
+    if found is None:
+        sys.exit(f"{path}: no column {' or '.join(names)} (columns: {', '.join(columns)})")
+    return found
+
+
+def _when(value: str) -> float:
+    """Seconds: a number as it is, a date-time (UTC when it has no zone) as a timestamp."""
+    try:
+        return float(value)
+    except ValueError:
+        when = dt.datetime.fromisoformat(value.strip())
+        return (when if when.tzinfo else when.replace(tzinfo=dt.timezone.utc)).timestamp()
+
+
+# --- one pass over a long queue ------------------------------------------------------------------
+
+
+def pass_time_ms(policy, gpus: int, machine_gpus: int, queued: int = 10_000, rounds: int = 7) -> float:
+    """Median CPU time of one scheduling pass (sort included) over ``queued`` waiting jobs on a busy
+    cluster, with a learned run-time model and fair-share usage for 15 teams."""
+    rng = random.Random(1)
+    now = 1e6
+    teams = [f"t{i}" for i in range(15)]
+    cluster = Cluster.of(gpus, machine_gpus)
+    running = []
+    while True:  # fill the cluster with running jobs, leaving a few GPUs free here and there
+        g = rng.choice([1, 1, 1, 2, 4, 8])
+        machines = cluster.place(g)
+        if machines is None or cluster.free_gpus < gpus * 0.02:
+            break
+        running.append(Running(f"r{len(running)}", g, now - rng.uniform(0, 3e4), rng.uniform(1e3, 1e5), machines))
+    runtimes = RuntimeModel()
+    for _ in range(2000):
+        runtimes.observe(rng.choice(teams), 100.0, rng.uniform(33, 100))
+    pending = []
+    for i in range(queued):
+        runtime = rng.uniform(60, 2e5)
+        g = rng.choice([1] * 14 + [2, 4, 8, 16, 32])
+        pending.append(Pending(f"p{i}", g, now - rng.uniform(0, 1e5), runtime, runtime, now + rng.uniform(-1e4, 1e5), rng.choice(teams)))
+    snap = Snapshot(now, cluster, running, {t: rng.uniform(0, 1e8) for t in teams}, runtimes)
+    times = []
+    for _ in range(rounds):
+        began = time.process_time()  # CPU time: what the pass costs, not what other processes took
+        policy.decide(pending, snap)
+        times.append(time.process_time() - began)
+    return sorted(times)[rounds // 2] * 1000
+
+
+# --- showing it --------------------------------------------------------------------------------
+
+
+def _table(results: dict, args, jobs: int, offered: float) -> str:
+    head = (
+        "| policy | miss rate | goodput | util. | mean JCT h | "
+        + " | ".join(f"wait {c} mean/p99 h" for c in SIZE_CLASSES)
+        + " | fairness worst | Jain | makespan h | jobs/s |"
+    )
+    if args.pass_ms:
+        head += " 10k pass ms |"
+    lines = [
+        f"{jobs} jobs, {args.gpus} GPUs in machines of {args.machine_gpus}, offered load {offered:.2f}, seed {args.seed}",
+        "",
+        head,
+        "|" + "---|" * (head.count("|") - 1),
+    ]
+    for name, r in results.items():
+        waits = " | ".join(f"{r['wait_mean_h'][c]:.2f} / {r['wait_p99_h'][c]:.2f}" for c in SIZE_CLASSES)
+        line = (
+            f"| {name} | {r['miss_rate']:.3f} | {r['goodput']:.3f} | {r['utilization']:.3f} | {r['mean_jct_h']:.1f} | "
+            f"{waits} | {r['fairness_worst']:.3f} | {r['jain']:.3f} | {r['makespan_h']:.0f} | {r['jobs_per_s']:.0f} |"
+        )
+        if args.pass_ms:
+            line += f" {r['pass_10k_ms']:.1f} |"
+        lines.append(line)
+    return "\n".join(lines)
+
+
+def plot(results: dict, path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    names = list(results)
+    fig, axes = plt.subplots(1, 1 + len(SIZE_CLASSES), figsize=(4 * (1 + len(SIZE_CLASSES)), 3.6))
+    axes[0].bar(names, [results[n]["miss_rate"] for n in names], color="tab:red")
+    axes[0].set_title("deadline miss rate")
+    for ax, c in zip(axes[1:], SIZE_CLASSES):
+        x = range(len(names))
+        ax.bar([i - 0.2 for i in x], [results[n]["wait_mean_h"][c] for n in names], 0.4, label="mean")
+        ax.bar([i + 0.2 for i in x], [results[n]["wait_p99_h"][c] for n in names], 0.4, label="p99")
+        ax.set_xticks(list(x), names)
+        ax.set_title(f"queueing delay, {c} GPU jobs (h)")
+        ax.legend()
+    for ax in axes:
+        ax.tick_params(axis="x", rotation=30)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+if __name__ == "__main__":
+    main()
