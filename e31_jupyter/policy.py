@@ -454,12 +454,13 @@ E31_LANE = 0.10  # share of the GPUs a long job may not take: kept for short or 
 E31_SHORT_S = 3600.0  # a job expected to take at most this is short
 E31_URGENT_S = 900.0  # a job that must start within this to make its deadline is urgent
 E31_FAIR_SHARE = 0.25  # how far (in expected run times) fair-share moves a job in the queue
+E31_GIVE_UP = 0.5  # a waiting job expires when it would miss even if it took this quantile of run time
 
 
-def expected_runtime(job: Pending, snap: Snapshot) -> float:
-    """What the job will likely take: what it declared, scaled by the median of actual / declared
-    over its team's finished jobs. 0 when it declared nothing."""
-    return snap.runtimes.ratio(job.team, 0.5) * job.estimate
+def expected_runtime(job: Pending, snap: Snapshot, q: float = 0.5) -> float:
+    """What the job will take (with probability ``q``): what it declared, scaled by the q-quantile
+    of actual / declared over its team's finished jobs. 0 when it declared nothing."""
+    return snap.runtimes.ratio(job.team, q) * job.estimate
 
 
 def e31_priority(job: Pending, snap: Snapshot) -> tuple:
@@ -485,21 +486,22 @@ def e31_walk(ordered: Sequence[Pending], snap: Snapshot) -> Decision:
     - The last E31_LANE of the GPUs are a lane for short jobs (expected <= E31_SHORT_S) and urgent
       ones (latest start within E31_URGENT_S): a long job that can wait does not take them, so a
       burst of short jobs finds GPUs free instead of behind jobs that hold theirs for days. Jobs
-      bigger than a machine are exempt: they use whole machines, which the lane does not count on.
+      bigger than a machine are exempt (they use whole machines, which the lane does not count
+      on), and so are jobs too big to ever leave the lane free.
     """
     now = snap.now
     lane = int(E31_LANE * snap.cluster.gpus)
 
     def may_start(job: Pending, cluster: Cluster) -> bool:
-        if job.gpus > cluster.machine_gpus or cluster.free_gpus - job.gpus >= lane:
-            return True
+        if job.gpus > cluster.machine_gpus or job.gpus > cluster.gpus - lane or cluster.free_gpus - job.gpus >= lane:
+            return True  # whole machines, too big to leave the lane free anyway, or room beside it
         expected = expected_runtime(job, snap)
         return expected <= E31_SHORT_S or (job.deadline is not None and job.deadline - expected - now <= E31_URGENT_S)
 
     return walk(
         ordered,
         snap,
-        hopeless=lambda job: _late(job, now, expected_runtime(job, snap), "as its team's finished jobs suggest"),
+        hopeless=lambda job: _late(job, now, expected_runtime(job, snap, E31_GIVE_UP), "as its team's finished jobs suggest"),
         may_start=may_start,
     )
 

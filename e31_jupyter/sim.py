@@ -1,9 +1,9 @@
 """Discrete-event replay of a job trace through a policy of ``policy.py``: the code the live queue
 runs, on a simulated cluster of machines.
 
-Events are arrivals and ends. After the events of one moment the policy gets a pass when GPUs are
-free, and at least every ``TICK_S`` while jobs wait (so deadlines that became hopeless are noticed
-and priorities that move with time are recomputed). The queue is kept in the policy's priority
+Events are arrivals, ends and a tick every ``TICK_S`` while jobs wait. After the events of one
+moment the policy gets a pass, as the live queue schedules on every submit, every end and every
+tick. The queue is kept in the policy's priority
 order: arrivals are inserted, and the whole queue is re-sorted only when the policy says its
 priorities go stale (``Policy.refresh_s``).
 
@@ -17,7 +17,7 @@ import heapq
 import math
 import random
 from bisect import insort
-from collections import defaultdict
+from collections import defaultdict, deque
 from dataclasses import dataclass
 from typing import Iterable, Sequence
 
@@ -32,6 +32,7 @@ from .policy import (
 )
 
 TICK_S = 300.0
+STALL_TICKS = 100_000  # passes on an idle cluster that start nothing before a replay gives up
 DEADLINE_FACTOR = (1.2, 3.0)  # deadline = submit + k x run time
 OVERESTIMATE = (1.0, 3.0)  # declared max run time = run time x this
 
@@ -115,9 +116,13 @@ class _Usage:
 
 
 class Simulation:
+    """One replay: the cluster, the queue in the policy's order, the running jobs, and what the
+    policy may learn (fair-share usage, run times of jobs that ended)."""
+
     def __init__(self, jobs: Sequence[TraceJob], policy: Policy, gpus: int, machine_gpus: int = 8):
         self.jobs = sorted(jobs, key=lambda j: (j.submitted_at, j.id))
         self.policy = policy
+        self.tick_s = min(TICK_S, policy.refresh_s or TICK_S)
         self.cluster = Cluster.of(gpus, machine_gpus)
         self.outcomes = {j.id: Outcome(j) for j in self.jobs}
         self.running: dict[str, Running] = {}
@@ -126,31 +131,28 @@ class Simulation:
         self.waiting: dict[str, Pending] = {}
         self.usage = _Usage(self.jobs[0].submitted_at if self.jobs else 0.0)
         self.runtimes = RuntimeModel()
-        self.passes = 0
 
     def run(self) -> list[Outcome]:
-        arrivals, i, n = self.jobs, 0, len(self.jobs)
-        next_tick = math.inf
-        while i < n or self.ends or self.waiting:
-            now = min(
-                arrivals[i].submitted_at if i < n else math.inf,
-                self.ends[0][0] if self.ends else math.inf,
-                next_tick if self.waiting else math.inf,
-            )
-            freed = self._end_jobs(now)
+        arrivals = deque(self.jobs)
+        next_tick, stalled = math.inf, 0
+        while arrivals or self.ends or self.waiting:
+            now = min(arrivals[0].submitted_at if arrivals else math.inf, self.ends[0][0] if self.ends else math.inf, next_tick)
+            self._end_jobs(now)
             snap = self._snapshot(now)
-            while i < n and arrivals[i].submitted_at <= now:
-                self._arrive(arrivals[i], snap)
-                i += 1
+            while arrivals and arrivals[0].submitted_at <= now:
+                self._arrive(arrivals.popleft(), snap)
             ticked = now >= next_tick
             if ticked and self.policy.refresh_s is not None:
                 self._resort(snap)
-            if self.waiting and (freed or ticked or self.cluster.free_gpus):
-                self._pass(snap)
-            if ticked or next_tick == math.inf:
-                next_tick = now + TICK_S
-            if not (i < n or self.ends) and self.waiting and not self._pass(self._snapshot(now)):
-                raise RuntimeError(f"{self.policy.name}: jobs wait on an idle cluster and nothing starts them")
+            if self.waiting:
+                progress = self._pass(snap)
+                stalled = 0 if progress or arrivals or self.ends else stalled + 1
+                if stalled > STALL_TICKS:
+                    raise RuntimeError(f"{self.policy.name}: jobs wait on an idle cluster and nothing starts them")
+            if not self.waiting:
+                next_tick = math.inf
+            elif ticked or next_tick == math.inf:
+                next_tick = now + self.tick_s
         return [self.outcomes[j.id] for j in self.jobs]
 
     def _snapshot(self, now: float) -> Snapshot:
@@ -167,7 +169,6 @@ class Simulation:
 
     def _pass(self, snap: Snapshot) -> bool:
         """One scheduling pass; whether anything started or expired."""
-        self.passes += 1
         decision = self.policy.walk([self.waiting[job_id] for _, job_id in self.queue], snap)
         for job_id, _ in decision.expire:
             self.outcomes[job_id].expired_at = snap.now
@@ -187,8 +188,7 @@ class Simulation:
         outcome.started_at = now
         heapq.heappush(self.ends, (now + outcome.job.duration, job.id))
 
-    def _end_jobs(self, now: float) -> bool:
-        ended = False
+    def _end_jobs(self, now: float) -> None:
         while self.ends and self.ends[0][0] <= now:
             _, job_id = heapq.heappop(self.ends)
             running = self.running.pop(job_id)
@@ -197,8 +197,6 @@ class Simulation:
             self.cluster.release(running.machines, running.gpus)
             self.usage.end(outcome.job.team, running.gpus, running.started_at, now)
             self.runtimes.observe(outcome.job.team, outcome.job.max_runtime, now - running.started_at)
-            ended = True
-        return ended
 
 
 def simulate(jobs: Sequence[TraceJob], policy: Policy, gpus: int, machine_gpus: int = 8) -> list[Outcome]:
