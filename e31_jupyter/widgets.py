@@ -68,7 +68,9 @@ def status_line(job: dict, pool: dict | None = None) -> str:
     if state == "running":
         gpus = ", ".join(job["gpus"]) or "none"
         return f"GPUs {gpus} · running for {format_seconds(_elapsed(job))} · {format_meter(job['meter'])}"
-    return f"{format_meter(job['meter'])} · ended {format_age(job.get('finished_at'))} ago"
+    ended = job.get("finished_at")
+    when = datetime.fromisoformat(ended).astimezone().strftime("%Y-%m-%d %H:%M") if ended else "-"
+    return f"{format_meter(job['meter'])} · ended {when}"
 
 
 def _elapsed(job: dict) -> float:
