@@ -22,7 +22,7 @@ from .queue import Caller, Queue
 log = logging.getLogger("e31")
 
 POLL_S = 1.0  # how often the scheduler's view is read (squeue costs the controller a little)
-HAND_OVER_S = 300.0  # a queued job still without a handle this long after submit was never handed over
+HAND_OVER_S = 120.0  # a job still without a handle this long after submit lost its server mid-hand-over
 ACTIVE = (JobState.QUEUED.value, JobState.RUNNING.value)
 
 
@@ -30,7 +30,7 @@ class ClusterQueue(Queue):
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
         self._last_poll = 0.0
-        self._polling = False
+        self._poll_task: asyncio.Task | None = None
         self._last_poll_error = ""
         shared = self.backend.claim_shared_dir(self.data_dir)  # job files where the nodes see them
         if shared is not None:
@@ -38,31 +38,22 @@ class ClusterQueue(Queue):
             self.jobs_root.mkdir(exist_ok=True)
             self.inbox.mkdir(mode=0o700, exist_ok=True)
 
+    async def stop(self) -> None:
+        if self._poll_task:
+            self._poll_task.cancel()
+        await super().stop()
+
     async def _hand_over(self, job_id: str, spec: JobSpec) -> dict:
         """Submit to the cluster: if the scheduler refuses the job (an unknown partition, say),
-        the user gets its message and no job exists. The cluster gets it held (see _record)."""
+        the user gets its message and no job exists."""
         handle = await asyncio.to_thread(self.backend.submit, job_id, self.jobdir(job_id), spec)
         return {"handle": json.dumps(handle)}
 
     async def _record(self, job_id: str, spec: JobSpec, record: dict) -> None:
-        """The cluster holds a new job until its handle is recorded, then may run it: a crash in
-        between leaves no job that runs unrecorded (the scheduler's poll releases it otherwise)."""
         await super()._record(job_id, spec, record)
-        await asyncio.to_thread(self._release, self.store.get(job_id))
-
-    def _release(self, job: dict) -> None:
-        handle = json.loads(job["handle"])
-        if not handle.get("held"):
-            return
-        try:
-            if job["state"] == JobState.QUEUED.value:
-                self.backend.release(handle)
-            else:  # cancelled while it was being handed over
-                self.backend.cancel(job["id"], handle)
-        except E31Error as error:
-            log.warning("e31: could not release job %s in the cluster (will retry): %s", job["id"], error)
-            return
-        self.store.update(job["id"], handle=json.dumps({**handle, "held": False}))
+        job = self.store.get(job_id)
+        if job["state"] == JobState.CANCELLED.value:  # cancelled while it was being handed over
+            await asyncio.to_thread(self.backend.cancel, job_id, json.loads(job["handle"]))
 
     def cancel(self, caller: Caller, job_id: str) -> dict:
         job = self.visible_job(caller, job_id)
@@ -111,22 +102,20 @@ class ClusterQueue(Queue):
     def schedule(self, force: bool = False) -> None:
         """Ask the cluster again, in a thread (squeue on a big cluster takes a while): the
         server's event loop never waits for it."""
-        if not self.is_scheduler or self._polling or (not force and time.monotonic() - self._last_poll < POLL_S):
+        if not self.is_scheduler or self._poll_task or (not force and time.monotonic() - self._last_poll < POLL_S):
             return
-        self._polling = True
         self._last_poll = time.monotonic()
-        asyncio.get_running_loop().create_task(self._poll())
+        self._poll_task = asyncio.get_running_loop().create_task(self._poll())
 
     async def _poll(self) -> None:
         try:
             active = {job["id"]: job for job in self.store.jobs(ACTIVE)}
             handles = {i: json.loads(j["handle"]) for i, j in active.items() if j["handle"]}
-            self._fail_unhanded(j for i, j in active.items() if i not in handles)
+            unhanded = [j for i, j in active.items() if i not in handles]
+            if unhanded:
+                await asyncio.to_thread(self._find_unhanded, unhanded)
             if not handles:
                 return
-            for job_id, handle in handles.items():
-                if handle.get("held"):
-                    await asyncio.to_thread(self._release, active[job_id])
             statuses = await asyncio.to_thread(self.backend.poll, handles)
             self._last_poll_error = ""
         except E31Error as error:  # the cluster is unreachable for now: say so once, try again
@@ -138,18 +127,24 @@ class ClusterQueue(Queue):
             log.exception("e31: following the cluster failed")
             return
         finally:
-            self._polling = False
+            self._poll_task = None
         for job_id, status in statuses.items():
             job = self.store.get(job_id)  # as it is now: a cancel may have come meanwhile
             if job is not None and job["state"] in ACTIVE:
                 self._follow(job, status)
 
-    def _fail_unhanded(self, jobs) -> None:
-        """Jobs whose server stopped between recording them and handing them to the cluster."""
+    def _find_unhanded(self, jobs: list[dict]) -> None:
+        """Jobs whose server stopped while handing them to the cluster: the cluster may have
+        taken one (then it is followed from now on), or not (then it never will)."""
         now = self.clock()
         for job in jobs:
-            if now - job["submitted_at"] > HAND_OVER_S:
-                reason = "lost: the server stopped before the job was handed to the cluster"
+            if now - job["submitted_at"] < HAND_OVER_S:
+                continue  # its server may still be at it
+            handle = self.backend.find(job["id"], self.jobdir(job["id"]))
+            if handle is not None:
+                self.store.update(job["id"], handle=json.dumps(handle))
+            else:
+                reason = "lost: the server stopped before the cluster took the job"
                 self.store.transition(job["id"], ("queued",), "failed", reason, now, finished_at=now)
 
     def _follow(self, job: dict, status: BackendStatus) -> None:

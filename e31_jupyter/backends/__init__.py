@@ -10,10 +10,10 @@ left behind. A backend that runs jobs in containers also has ``container_limits`
 A backend that is itself a scheduler (Slurm) has ``schedules = True`` and another interface,
 used by ``cluster_queue.ClusterQueue``: ``submit(job_id, jobdir, spec) -> handle`` (raising
 E31Error with the scheduler's own message when it refuses the job), ``poll({job_id: handle})
--> {job_id: BackendStatus}``, ``cancel(job_id, handle)``, ``release(handle)`` (jobs are submitted
-held, and released once recorded), ``pool()`` (the cluster's GPUs: ``[{"node", "device", "busy"}]``)
-and ``claim_shared_dir(data_dir)`` (where job directories go so the nodes see them; None: in the
-data directory).
+-> {job_id: BackendStatus}``, ``cancel(job_id, handle)``, ``find(job_id, jobdir) -> handle | None``
+(a job the cluster took while its server died before recording the handle), ``pool()`` (the
+cluster's GPUs: ``[{"node", "device", "busy"}]``) and ``claim_shared_dir(data_dir)`` (where job
+directories go so the nodes see them; None: in the data directory).
 """
 
 from __future__ import annotations
