@@ -74,22 +74,11 @@ class ClusterQueue(Queue):
     def gpu_pool(self, caller: Caller) -> dict:
         running = self.store.jobs((JobState.RUNNING.value,))
         holders = {(job["node"], device): job for job in running for device in job["granted"]}
-        pool = []
-        for gpu in self.backend.pool():
-            job = holders.get((gpu["node"], gpu["device"]))
-            shown = job is not None and (caller.is_admin or job["owner"] == caller.name)
-            pool.append({
-                "id": f"{gpu['node']}:{gpu['device']}", "busy": gpu["busy"],
-                "job": job["id"] if shown else None, "job_name": job["name"] if shown else None,
-                "owner": job["owner"] if job else None,
-            })  # fmt: skip
-        return {
-            "gpus": pool,
-            "total": len(pool),
-            "free": sum(1 for g in pool if not g["busy"]),
-            "running": len(running),
-            "queued": len(self.store.jobs((JobState.QUEUED.value,))),
-        }
+        devices = [
+            (f"{gpu['node']}:{gpu['device']}", gpu["busy"], holders.get((gpu["node"], gpu["device"])))
+            for gpu in self.backend.pool()
+        ]
+        return self._pool_view(caller, devices, running)
 
     # --- following the scheduler (only on the e31 scheduler server) -----------------------
 
