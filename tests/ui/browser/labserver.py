@@ -105,23 +105,60 @@ REPO = Path(__file__).resolve().parents[3]
 ARTIFACTS = REPO / "test-artifacts" / "ui"
 
 
+class _Shared:
+    """One instance per process for a session fixture that several test modules import.
+
+    Each module that imports a fixture defines it anew, so pytest sets up a "session" fixture
+    once per module; a second Playwright would fail ("Sync API inside the asyncio loop"), a
+    second JupyterLab would only cost time. The first module starts it, the last one stops it.
+    """
+
+    def __init__(self):
+        self.value = None
+        self.users = 0
+
+    def acquire(self, start):
+        if self.users == 0:
+            self.value = start()
+        self.users += 1
+        return self.value
+
+    def release(self, stop) -> None:
+        self.users -= 1
+        if self.users == 0:
+            stop(self.value)
+            self.value = None
+
+
+_lab, _browser = _Shared(), _Shared()
+
+
 @pytest.fixture(scope="session")
 def lab(tmp_path_factory):
-    root = tmp_path_factory.mktemp("ui") / "root"
-    root.mkdir()
-    server = LabProcess(root).start()
-    yield server
-    server.stop()
+    def start():
+        root = tmp_path_factory.mktemp("ui") / "root"
+        root.mkdir()
+        return LabProcess(root).start()
+
+    yield _lab.acquire(start)
+    _lab.release(LabProcess.stop)
 
 
 @pytest.fixture(scope="session")
 def browser():
-    from playwright.sync_api import sync_playwright
+    def start():
+        from playwright.sync_api import sync_playwright
 
-    with sync_playwright() as playwright:
-        chromium = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        yield chromium
+        playwright = sync_playwright().start()
+        return playwright, playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+
+    def stop(value):
+        playwright, chromium = value
         chromium.close()
+        playwright.stop()
+
+    yield _browser.acquire(start)[1]
+    _browser.release(stop)
 
 
 @pytest.fixture
