@@ -510,7 +510,7 @@ class Queue:
     def _adopt_running_jobs(self) -> None:
         """After a restart: watch jobs that still run; record the true end of those that ended."""
         for job in self.store.jobs((JobState.RUNNING.value,)):
-            handle = _unjson(job["handle"])
+            handle = _unjson(job["handle"]) or self._recover_handle(job["id"])
             if handle is not None and self.backend.adopt(job["id"], handle):
                 log.info("e31: adopted running job %s", job["id"])
                 self._watch(job["id"], handle)
@@ -519,6 +519,15 @@ class Queue:
             manifest = jobdir.read_json(jobdir.manifest)
             ended_at = (manifest or {}).get("finished_at") or jobdir.last_sign_of_life()
             self._finish(job["id"], None, max(ended_at or job["started_at"], job["started_at"]))
+
+    def _recover_handle(self, job_id: str) -> dict | None:
+        """A server killed between starting a job and recording its handle: find the job's
+        process by its job id, so a running job is adopted rather than taken for lost."""
+        recover = getattr(self.backend, "recover", None)
+        handle = recover(job_id) if recover else None
+        if handle is not None:
+            self.store.update(job_id, handle=json.dumps(handle))
+        return handle
 
     def _remove_failed_submits(self) -> None:
         """Finish what a server killed mid-submit left: a staged job that was recorded moves

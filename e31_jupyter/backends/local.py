@@ -45,6 +45,13 @@ class LocalBackend:
         """True when the job's worker from ``handle`` is still alive (and is that same process)."""
         return self._process(handle) is not None
 
+    def recover(self, job_id: str) -> dict | None:
+        """The handle of the job's worker, found by the job id in its environment."""
+        for process in self._job_processes(job_id, None):
+            if "e31_jupyter.worker" in " ".join(_safe(process.cmdline) or []):
+                return {"pid": process.pid, "created": process.create_time()}
+        return None
+
     def wait(self, handle: dict) -> int | None:
         child = self._children.pop(handle["pid"], None)
         if child is not None:

@@ -255,3 +255,23 @@ def test_an_unreadable_inputs_folder_and_huge_data_are_refused(start_server, tmp
         client.submit(path=str(nb), inputs=str(tmp_path))
     assert client.jobs() == []
     assert [p for p in (server.data_dir / "jobs").iterdir()] == []
+
+
+def test_a_job_started_just_before_the_server_died_is_adopted_not_lost(start_server, gated):
+    """Invariant: a server killed between starting a job and recording its process still has
+    the job adopted after a restart (found by its job id), never taken for lost and killed."""
+    import sqlite3
+
+    first = start_server()
+    client = E31Client(first.url, first.token)
+    job = wait_state(client, gated.submit(client, "unrecorded", gpus=1)["id"], "running")
+    first.kill()
+    with sqlite3.connect(first.data_dir / "e31.sqlite") as db:  # as if the kill came a moment sooner
+        db.execute("UPDATE jobs SET handle = NULL WHERE id = ?", (job["id"],))
+    second = start_server()
+    client = E31Client(second.url, second.token)
+    assert client.job(job["id"])["state"] == "running"
+    gated.open("unrecorded")
+    done = wait_state(client, job["id"], "succeeded", "failed")
+    assert done["state"] == "succeeded", done["reason"]
+    assert gated.runs.read_text().split() == [job["id"]]
