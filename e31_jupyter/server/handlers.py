@@ -311,7 +311,7 @@ class GpusHandler(E31Handler):
 
 
 def routes() -> list[tuple[str, type]]:
-    job = r"/e31/api/jobs/(?P<job_id>[A-Za-z0-9_.-]+)"
+    job = r"/e31/api/jobs/(?P<job_id>[^/]+)"  # any id: unknown ones get a JSON 404 from us
     return [
         (r"/e31/api/jobs", JobsHandler),
         (job, JobHandler),
@@ -323,7 +323,7 @@ def routes() -> list[tuple[str, type]]:
         (job + r"/files/(?P<path>.+)", FileHandler),
         (job + r"/log", LogHandler),
         (job + r"/values", ValuesHandler),
-        (job + r"/values/(?P<name>[A-Za-z0-9_.]+)", ValueFileHandler),
+        (job + r"/values/(?P<name>[^/]+)", ValueFileHandler),
         (r"/e31/api/info", InfoHandler),
         (r"/e31/api/meter", MeterHandler),
         (r"/e31/api/gpus", GpusHandler),
