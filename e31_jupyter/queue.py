@@ -52,7 +52,8 @@ from .values import read_index
 
 log = logging.getLogger("e31")
 
-TICK_S = 0.2  # how often the scheduler looks for other servers' writes, time limits, deadlines
+TICK_S = 0.2  # how often the scheduler looks for other servers' writes and time limits
+TIMED_PASS_S = 1.0  # how often it schedules with nothing new (deadlines become hopeless)
 LOCK_RETRY_S = 1.0  # how often a server that is not the scheduler tries to become it
 STAGING_PREFIX = ".staging-"
 INBOX_AGE_S = 86400.0  # a capture this old in the inbox was never submitted
@@ -73,7 +74,7 @@ class Settings:
     gpu_hour_rate: float = 0.0
     currency: str = "USD"
     grace_s: float = 5.0
-    policy: str = "edf"
+    policy: str = "e31"
     max_queued_per_user: int = 1000
     max_input_bytes: int = 50 << 30
     max_output_bytes: int = 50 << 30
@@ -96,6 +97,8 @@ class Queue:
         self._lock_file = None
         self._stopping: set[str] = set()  # running jobs being stopped by this scheduler
         self._watched: set[str] = set()
+        self._seen_version = -1  # the store's data_version at the last look
+        self._last_pass = 0.0  # time.monotonic() of the last scheduling pass
         self._ticker: asyncio.Task | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
 
@@ -157,7 +160,12 @@ class Queue:
             elif now > job["started_at"] + job["max_runtime_s"]:
                 self.store.update(job["id"], stop_requested="timeout")
                 self._stop_job({**job, "stop_requested": "timeout"})
-        self.schedule()  # other servers' submits, deadlines that became hopeless
+        # Submits and cancels of other servers show as a new store version: schedule at once.
+        # Otherwise a pass a second is enough to expire jobs whose deadlines became hopeless.
+        version = self.store.data_version()
+        if version != self._seen_version or time.monotonic() - self._last_pass >= TIMED_PASS_S:
+            self._seen_version = version
+            self.schedule()
 
     # --- user actions ---------------------------------------------------------------------
 
@@ -420,6 +428,7 @@ class Queue:
         """Ask the policy what to start and what to expire, and do it."""
         if not self.is_scheduler:
             return
+        self._last_pass = time.monotonic()
         now = self.clock()
         queued = {j["id"]: j for j in self.store.jobs((JobState.QUEUED.value,))}
         if not queued:

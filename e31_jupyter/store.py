@@ -112,6 +112,11 @@ class Store:
     def _write(self):
         return _Transaction(self._db, self._lock)
 
+    def data_version(self) -> int:
+        """Changes when another connection (another server) has written to the store."""
+        with self._lock:
+            return self._db.execute("PRAGMA data_version").fetchone()[0]
+
     # --- jobs -----------------------------------------------------------------------------
 
     @_writes
