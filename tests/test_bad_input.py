@@ -116,3 +116,15 @@ def test_a_deadline_sooner_than_max_runtime_is_accepted_with_a_warning(client, t
     job = client.submit(path=str(nb), deadline="+1h", max_runtime="6h")
     assert job["state"] in ("queued", "running")
     assert any("expected_runtime" in w for w in job["warnings"])
+
+
+def test_downloads_and_reports_say_what_they_are(client, api, tmp_path):
+    nb = write_notebook(tmp_path / "typed.ipynb", "open('empty.txt', 'w').close()\nopen('data.bin', 'wb').write(b'x' * 10)")
+    job = wait_state(client, client.submit(path=str(nb))["id"], "succeeded")
+    report = api("GET", f"jobs/{job['id']}/report")
+    assert report.headers["Content-Type"].startswith("text/html")
+    assert "sandbox" in report.headers["Content-Security-Policy"]
+    for name in ("empty.txt", "data.bin"):
+        download = api("GET", f"jobs/{job['id']}/files/{name}")
+        assert download.headers["Content-Type"] == "application/octet-stream", name
+        assert download.headers["Content-Disposition"].startswith("attachment")

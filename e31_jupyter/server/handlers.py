@@ -79,7 +79,7 @@ class E31Handler(APIHandler):
 
     async def send_file(self, file: Path) -> None:
         """A file of the job as a download, in chunks; never rendered in the server's origin."""
-        self.set_header("Content-Type", "application/octet-stream")
+        self.set_header("Content-Type", "application/octet-stream")  # sent with the first chunk
         self.set_header("Content-Disposition", f'attachment; filename="{file.name}"')
         self.set_header("Content-Security-Policy", "sandbox")
         self.set_header("Content-Length", str(file.stat().st_size))
@@ -87,7 +87,7 @@ class E31Handler(APIHandler):
             while chunk := f.read(FILE_CHUNK):
                 self.write(chunk)
                 await self.flush()
-        self.finish()
+        self.finish(set_content_type="application/octet-stream")  # APIHandler would say JSON
 
     async def submit_job(self, body: dict) -> None:
         kernels = list(self.kernel_spec_manager.find_kernel_specs())
@@ -206,10 +206,9 @@ class ReportHandler(E31Handler):
                 f"Job {job_id} is {job['state']} and has no HTML report"
                 + (" (it was not asked for)." if job["state"] in FINAL_STATES else " yet.")
             )
-        self.set_header("Content-Type", "text/html; charset=utf-8")
         # The report is the job's own content: never let it run as this server's origin.
         self.set_header("Content-Security-Policy", "sandbox allow-scripts allow-popups")
-        self.finish(jobdir.report.read_bytes())
+        self.finish(jobdir.report.read_bytes(), set_content_type="text/html; charset=utf-8")
 
 
 class FilesHandler(E31Handler):
