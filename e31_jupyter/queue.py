@@ -184,6 +184,12 @@ class Queue:
         parameters = validate_parameters(body.get("parameters"))
         self._check_queued_limit(caller)
         data = _data_paths(body.get("data"), root_dir)
+        for path in data:
+            if self.data_dir.resolve().is_relative_to(path.resolve()):
+                raise InvalidRequest(
+                    f"data: {str(path)!r} holds e31's own data directory; name the files or "
+                    "folders the job needs instead."
+                )
         inputs = _inputs_path(body.get("inputs"))
         await asyncio.to_thread(self._check_input_size, data + ([inputs] if inputs else []))
         notebook, notebook_name = notebook_from_request(body, root_dir)
@@ -217,7 +223,9 @@ class Queue:
             )
 
     def _check_input_size(self, paths: list[Path]) -> None:
-        size = sum(_size_of(p) for p in paths)
+        size = 0
+        for path in paths:
+            size += _size_of(path, self.settings.max_input_bytes - size)
         if size > self.settings.max_input_bytes:
             raise E31Error(
                 f"The job's data is {format_size(size)}, more than a job may bring in "
@@ -664,15 +672,27 @@ def _inputs_path(value) -> Path | None:
     return path
 
 
-def _size_of(path: Path) -> int:
-    if path.is_file():
-        return path.stat().st_size
-    return sum(p.stat().st_size for p in path.rglob("*") if p.is_file() and not p.is_symlink())
+def _size_of(path: Path, limit: int) -> int:
+    """Bytes that copying ``path`` would write (symlinks are copied as links), counted only
+    until ``limit`` is passed; an unreadable folder is the user's to fix."""
+    if not path.is_dir():
+        return path.lstat().st_size
+    total = 0
+    for dirpath, _, filenames in os.walk(path, onerror=_unreadable):
+        for name in filenames:
+            total += os.lstat(os.path.join(dirpath, name)).st_size
+            if total > limit:
+                return total
+    return total
+
+
+def _unreadable(error: OSError) -> None:
+    raise InvalidRequest(f"data: cannot read {error.filename!r} ({error.strerror}).")
 
 
 def _copy(source: Path, target: Path) -> None:
     if source.is_dir():
-        shutil.copytree(source, target)
+        shutil.copytree(source, target, symlinks=True)
     else:
         shutil.copy2(source, target)
 

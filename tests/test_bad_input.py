@@ -128,3 +128,23 @@ def test_downloads_and_reports_say_what_they_are(client, api, tmp_path):
         download = api("GET", f"jobs/{job['id']}/files/{name}")
         assert download.headers["Content-Type"] == "application/octet-stream", name
         assert download.headers["Content-Disposition"].startswith("attachment")
+
+
+def test_data_that_holds_the_queue_or_links_past_the_limit_is_refused(start_server, tmp_path):
+    server = start_server(extra_args=["--E31.max_input_bytes=100000"])
+    from e31_jupyter.client import E31Client
+
+    client = E31Client(server.url, server.token)
+    nb = str(write_notebook(tmp_path / "x.ipynb", "x = 1"))
+    for data in (str(tmp_path), "/"):
+        with pytest.raises(Exception, match="data"):
+            client.submit(path=nb, data=[data])
+    big = tmp_path / "big.bin"
+    big.write_bytes(b"0" * 1_000_000)
+    linked = tmp_path / "linked"
+    linked.mkdir()
+    (linked / "big.bin").symlink_to(big)
+    job = client.submit(path=nb, data=[str(linked)])  # a link is copied as a link: a few bytes
+    work = server.data_dir / "jobs" / job["id"] / "work" / "linked"
+    assert (work / "big.bin").is_symlink()
+    assert [j["id"] for j in client.jobs()] == [job["id"]]
