@@ -49,6 +49,7 @@ import requests
 from nbformat.v4 import new_code_cell, new_notebook
 
 from e31_jupyter.testing import ServerProcess
+from overhead import percentile  # the one percentile of the benchmarks (same folder)
 
 TOKEN = "e31-load-token"
 TARGETS = {"query_p99_ms": 200.0}
@@ -68,17 +69,6 @@ def notebook(source: str, parameters: str | None = None) -> dict:
         nb.cells.append(new_code_cell(parameters, metadata={"tags": ["parameters"]}))
     nb.cells.append(new_code_cell(source))
     return json.loads(nbformat.writes(nb))
-
-
-def percentile(values: list[float], q: float) -> float | None:
-    """The q-th percentile (0-100), linear between the closest ranks."""
-    if not values:
-        return None
-    ordered = sorted(values)
-    rank = (len(ordered) - 1) * q / 100
-    low = int(rank)
-    high = min(low + 1, len(ordered) - 1)
-    return ordered[low] + (ordered[high] - ordered[low]) * (rank - low)
 
 
 def summary_ms(samples_s: list[float]) -> dict:
