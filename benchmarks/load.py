@@ -16,7 +16,8 @@ all of them stay queued: no kernel ever starts besides the blocker's.
     auto`` (the default) the rest is written with the server stopped, as copies of a submitted job
     through the package's own ``Store``, and the server restarted (how long until it answers).
     Then, with the queue that long: the server's CPU while nobody asks, ``5 x --clients`` more
-    submits, the list query (``GET /e31/api/jobs`` and ``?state=queued``), the queue-position
+    submits, the list query (a page of ``GET /e31/api/jobs``, of ``?state=queued``, and one deep
+    in the queue with ``before=``; and every queued job page by page, once), the queue-position
     query (``GET /e31/api/jobs/{id}``) and ``GET /e31/api/gpus``, p50/p99 against the 200 ms
     target, and the server's memory (RSS) along the way.
 
@@ -48,6 +49,7 @@ import psutil
 import requests
 from nbformat.v4 import new_code_cell, new_notebook
 
+from e31_jupyter.client import E31Client
 from e31_jupyter.testing import ServerProcess
 from overhead import percentile  # the one percentile of the benchmarks (same folder)
 
@@ -242,7 +244,7 @@ def main(argv: list[str] | None = None) -> int:
         # (a) concurrent submits into an empty queue
         say(f"(a) {args.jobs} submits from {args.clients} clients ...")
         a = submit_many(server.url, args.jobs, args.clients, body, args.fill_timeout)
-        listed = session.get(f"{api}/jobs", params={"state": "queued"}, timeout=300).json()["jobs"]
+        listed = E31Client(server.url, TOKEN).jobs(state="queued")  # every page
         missing = sorted(set(a["acknowledged"]) - {j["id"] for j in listed})
         results["submit"] = {
             **summary_ms(a["latencies"]),
@@ -285,7 +287,9 @@ def main(argv: list[str] | None = None) -> int:
             }  # fmt: skip
             memory = MemoryWatch(server.proc.pid).start()
         results["rss_mb"]["after_fill"] = memory.rss() / 2**20
-        queued = session.get(f"{api}/jobs", params={"state": "queued"}, timeout=300).json()["jobs"]
+        whole_list = time.perf_counter()
+        queued = E31Client(server.url, TOKEN).jobs(state="queued")
+        results["whole_list_s"] = time.perf_counter() - whole_list
         queued_ids = [j["id"] for j in queued]
         results["queued"] = len(queued_ids)
         results["server_cpu_idle_pct"] = server_cpu(server.proc.pid, 5.0)
@@ -300,6 +304,10 @@ def main(argv: list[str] | None = None) -> int:
         q = {}
         q["list_all"] = time_query(session, f"{api}/jobs", args.samples, args.query_seconds)
         q["list_queued"] = time_query(session, f"{api}/jobs?state=queued", args.samples, args.query_seconds)
+        q["list_deep"] = time_query(
+            session, None, args.samples, args.query_seconds,
+            pick=lambda: f"{api}/jobs?state=queued&before={random.choice(queued_ids)}",
+        )  # fmt: skip
         q["job"] = time_query(
             session, None, args.samples * 4, args.query_seconds,
             pick=lambda: f"{api}/jobs/{random.choice(queued_ids)}",
@@ -386,13 +394,14 @@ def report(r: dict) -> None:
     print(f"    {c['acknowledged']} more submits from {r['config']['clients']} clients: p50 {ms(c['p50_ms'])}  "
           f"p99 {ms(c['p99_ms'])}  ({c['per_s'] or 0:.1f}/s){'  STOPPED AT THE TIME LIMIT' if c['timed_out'] else ''}")
     print(f"    {'query':28} {'p50':>11}  {'p99':>11}   target p99")
-    names = {"list_all": "GET /jobs", "list_queued": "GET /jobs?state=queued", "job": "GET /jobs/{id}",
-             "gpus": "GET /gpus"}  # fmt: skip
+    names = {"list_all": "GET /jobs (first page)", "list_queued": "GET /jobs?state=queued",
+             "list_deep": "  a page deep in the queue", "job": "GET /jobs/{id}", "gpus": "GET /gpus"}  # fmt: skip
     for key, q in r["queries"].items():
         flag = "ok" if (q["p99_ms"] or 0) <= target else "MISSED"
         short = f", only {q['n']} in the time limit" if q["cut_short"] else ""
         print(f"    {names[key]:28} {ms(q['p50_ms'])}  {ms(q['p99_ms'])}   {target:.0f} ms {flag:6}"
               f"  ({q['bytes'] / 1024:.0f} KiB{short})")
+    print(f"    every queued job, page by page ({r['queued']} jobs): {r['whole_list_s']:.2f} s")
     m = r["rss_mb"]
     parts = [f"{k.replace('_', ' ')} {v:.0f} MB" for k, v in m.items()]
     print(f"    server RSS: {', '.join(parts)}")

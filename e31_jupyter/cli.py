@@ -38,6 +38,12 @@ def duration(text: str) -> int | str:
     return int(text) if text.isdigit() else text
 
 
+def positive_int(text: str) -> int:
+    if not text.isdigit() or int(text) == 0:
+        raise argparse.ArgumentTypeError(f"a whole number of 1 or more, got {text!r}")
+    return int(text)
+
+
 def submit_body(args: argparse.Namespace) -> dict:
     """The submit request for ``e31 submit`` arguments; local paths made absolute."""
     body = {"path": os.path.abspath(args.notebook)}
@@ -204,7 +210,7 @@ def _progress_printer(job: dict):
 
 
 def cmd_jobs(client: E31Client, args) -> int:
-    jobs = client.jobs(args.state)
+    jobs = client.jobs(args.state, limit=args.limit)
     if args.json:
         print(as_json({"jobs": jobs}))
     else:
@@ -363,6 +369,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     jobs = command("jobs", cmd_jobs, "list jobs, newest first")
     jobs.add_argument("--state", choices=STATES)
+    jobs.add_argument("-n", "--limit", type=positive_int, metavar="N", help="only the newest N jobs")
     json_flag(jobs)
 
     status = command("status", cmd_status, "show one job")

@@ -13,8 +13,8 @@ from urllib.parse import quote
 import requests
 
 from .errors import Conflict, E31Error, InvalidRequest, NotFound, ServerUnavailable
+from .job import FINAL_STATES, MAX_IDS, MAX_PAGE_SIZE
 
-FINAL_STATES = frozenset({"succeeded", "failed", "cancelled", "expired"})
 API_PREFIX = "e31/api/"
 TIMEOUT = (5, 60)  # seconds: (connect, read between bytes)
 PROBE_TIMEOUT = (2, 5)
@@ -84,9 +84,29 @@ class E31Client:
         """Submit a job (see the API's submit body); returns the job plus ``warnings``."""
         return self._json("POST", "jobs", json=body)
 
-    def jobs(self, state: str | None = None, fingerprint: str | None = None) -> list[dict]:
+    def jobs(
+        self, state: str | None = None, fingerprint: str | None = None, limit: int | None = None,
+        ids: list[str] | None = None,
+    ) -> list[dict]:
+        """Your jobs (everyone's for an admin), newest first: all of them, or the newest ``limit``,
+        or those of ``ids`` that you may see; the server sends them a page at a time."""
         params = {k: v for k, v in (("state", state), ("fingerprint", fingerprint)) if v}
-        return self._json("GET", "jobs", params=params or None)["jobs"]
+        if not ids:
+            return self._pages(params, limit)
+        chunks = (ids[i : i + MAX_IDS] for i in range(0, len(ids), MAX_IDS))
+        return [job for chunk in chunks for job in self._pages({**params, "id": chunk}, limit)]
+
+    def _pages(self, params: dict, limit: int | None) -> list[dict]:
+        found: list[dict] = []
+        while limit is None or len(found) < limit:
+            if limit is not None:
+                params["limit"] = min(limit - len(found), MAX_PAGE_SIZE)
+            page = self._json("GET", "jobs", params=params)
+            found.extend(page["jobs"])
+            if not page.get("next"):
+                break
+            params["before"] = page["next"]
+        return found
 
     def job(self, job_id: str) -> dict:
         return self._json("GET", f"jobs/{quote(job_id)}")

@@ -30,6 +30,9 @@ class JobState(str, Enum):
 
 FINAL_STATES = tuple(s.value for s in JobState if s.is_final)
 REPORT_FORMATS = ("html",)
+PAGE_SIZE = 200  # jobs a list answers with at once, unless asked for another number
+MAX_PAGE_SIZE = 1000
+MAX_IDS = 500  # jobs asked for by id at once (tornado refuses a query of over 1000 fields)
 
 MAX_DURATION_S = 366 * 86400.0
 _DURATION_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}

@@ -16,6 +16,7 @@ import asyncio
 import fcntl
 import json
 import logging
+import math
 import os
 import secrets
 import shutil
@@ -31,6 +32,9 @@ from . import gpus as gpu_inventory
 from . import meter, policy
 from .errors import Conflict, E31Error, InvalidRequest, NotFound
 from .job import (
+    MAX_IDS,
+    MAX_PAGE_SIZE,
+    PAGE_SIZE,
     JobSpec,
     JobState,
     Limits,
@@ -44,6 +48,7 @@ from .job import (
     validate_text,
 )
 from .jobdir import JobDir, write_json_atomic
+from .line import Line
 from .packaging import kernel_of, notebook_from_request
 from .store import Store
 from .text import format_seconds, format_size
@@ -54,6 +59,8 @@ log = logging.getLogger("e31")
 
 TICK_S = 0.2  # how often the scheduler looks for other servers' writes and time limits
 TIMED_PASS_S = 1.0  # how often it schedules with nothing new (deadlines become hopeless)
+PASS_GAP_S = 0.05  # submits and cancels closer than this (or than 2 passes' time) share one pass
+LINE_MAX_AGE_S = 1.0  # how stale a place in line may be shown after the queue changed
 LOCK_RETRY_S = 1.0  # how often a server that is not the scheduler tries to become it
 STAGING_PREFIX = ".staging-"
 INBOX_AGE_S = 86400.0  # a capture this old in the inbox was never submitted
@@ -88,7 +95,7 @@ class Queue:
         self.backend = backend
         self.settings = settings
         self.clock = clock
-        self.order, self.decide = policy.POLICIES[settings.policy]
+        self.policy = policy.POLICIES[settings.policy]
         _ensure_writable(self.data_dir)
         self.jobs_root.mkdir(exist_ok=True)
         self.inbox.mkdir(mode=0o700, exist_ok=True)
@@ -99,6 +106,10 @@ class Queue:
         self._watched: set[str] = set()
         self._seen_version = -1  # the store's data_version at the last look
         self._last_pass = 0.0  # time.monotonic() of the last scheduling pass
+        self._pass_s = 0.0  # how long it took
+        self._pass_due = False  # a pass is set to run soon (_schedule_soon)
+        self._line: Line | None = None  # the queue in order, for places in line
+        self._line_made = (0.0, (0, 0))  # when (time.monotonic()) and at which store.version()
         self._ticker: asyncio.Task | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
 
@@ -209,12 +220,15 @@ class Queue:
         job_id = _new_job_id()
         await asyncio.to_thread(self._stage, job_id, spec, notebook, data, inputs)
         await self._record(job_id, spec, _record_fields(job_id, caller, spec, body, now))
-        if self.is_scheduler:
-            self.schedule()
-        return self.describe(self.store.get(job_id)), warnings
+        job = self.store.get(job_id)
+        line = self.positions()
+        if job["state"] == JobState.QUEUED.value and isinstance(line, Line):
+            line.join(_pending(job))
+        self._schedule_soon()
+        return self.describe(job, line), warnings
 
     def _check_queued_limit(self, caller: Caller) -> None:
-        waiting = len(self.store.jobs((JobState.QUEUED.value,), owner=caller.name))
+        waiting = self.store.count((JobState.QUEUED.value,), owner=caller.name)
         if waiting >= self.settings.max_queued_per_user:
             raise E31Error(
                 f"You have {waiting} jobs waiting, the most this queue takes from one user "
@@ -297,8 +311,8 @@ class Queue:
         reason = f"cancelled by {caller.name}"
         if job["state"] == JobState.QUEUED.value:
             if self.store.transition(job_id, ("queued",), "cancelled", reason, now, finished_at=now):
-                if self.is_scheduler:
-                    self.schedule()
+                self._leave_line(job_id)
+                self._schedule_soon()
                 return self.describe(self.store.get(job_id))
             job = self.store.get(job_id)  # it started meanwhile: cancel the running job
         if job["state"] != JobState.RUNNING.value:
@@ -315,15 +329,31 @@ class Queue:
             raise NotFound(f"No job {job_id!r}. List your jobs with `e31 jobs`.")
         return job
 
-    def jobs(self, caller: Caller, state: str | None = None, fingerprint: str | None = None) -> list[dict]:
+    def jobs(
+        self, caller: Caller, state: str | None = None, fingerprint: str | None = None,
+        ids: list[str] | None = None, before: str | None = None, limit: int = PAGE_SIZE,
+    ) -> tuple[list[dict], str | None]:
+        """A page of the caller's jobs (all jobs for an admin), newest first: at most ``limit``,
+        only those in ``ids`` when given, submitted before job ``before``; and the id to ask ``before`` for the next page (None
+        when this page is the last)."""  # fmt: skip
         if state is not None and state not in {s.value for s in JobState}:
             raise InvalidRequest(
                 f"state: unknown state {state!r}. Allowed: {', '.join(s.value for s in JobState)}."
             )
+        if not 1 <= limit <= MAX_PAGE_SIZE:
+            raise InvalidRequest(f"limit: ask for 1 to {MAX_PAGE_SIZE} jobs a page; got {limit}.")
+        if ids is not None and len(ids) > MAX_IDS:
+            raise InvalidRequest(f"id: ask for at most {MAX_IDS} jobs by id at once; got {len(ids)}.")
+        after = None
+        if before is not None:
+            mark = self.visible_job(caller, before)
+            after = (mark["submitted_at"], mark["id"])
         owner = None if caller.is_admin else caller.name
-        rows = self.store.jobs((state,) if state else None, owner=owner, fingerprint=fingerprint)
-        positions = self.positions()
-        return [self.describe(row, positions) for row in rows]
+        states = (state,) if state else None
+        rows = self.store.jobs(states, owner=owner, fingerprint=fingerprint, ids=ids, before=after, limit=limit + 1)
+        page = rows[:limit]
+        positions = self.positions() if any(r["state"] == JobState.QUEUED.value for r in page) else {}
+        return [self.describe(row, positions) for row in page], (page[-1]["id"] if len(rows) > limit else None)
 
     def transitions(self, job_id: str) -> list[dict]:
         return [{**t, "at": iso(t["at"])} for t in self.store.transitions(job_id)]
@@ -333,13 +363,29 @@ class Queue:
 
     # --- views ----------------------------------------------------------------------------
 
-    def positions(self) -> dict[str, int]:
-        """Place in line of each queued job (1 = next), in the order the policy would start them."""
-        queued = [_pending(j) for j in self.store.jobs((JobState.QUEUED.value,))]
-        if not queued:
-            return {}
-        snapshot = _snapshot(self.store, self.settings.inventory, self.clock())
-        return {job.id: i for i, job in enumerate(self.order(queued, snapshot), start=1)}
+    def positions(self) -> Line:
+        """Place in line of each queued job (``.get(id)``, 1 = next), in the order the policy
+        would start them: at most LINE_MAX_AGE_S old once the queue has changed."""
+        made_at, version = self._line_made
+        age = time.monotonic() - made_at
+        if self._line is None or (age >= LINE_MAX_AGE_S and (
+            self.store.version() != version or age >= (self.policy.refresh_s or math.inf)
+        )):  # fmt: skip
+            self._make_line(self.clock())
+        return self._line
+
+    def _make_line(self, now: float, running: list[dict] | None = None) -> policy.Snapshot:
+        """Put the queued jobs in line as of ``now``; returns what the policy saw."""
+        version = self.store.version()
+        queued = [_pending(j) for j in self.store.queued_requests()]
+        snapshot = _snapshot(self.store, self.settings.inventory, now, running)
+        self._line = Line(self.policy.priority, snapshot, queued)
+        self._line_made = (time.monotonic(), version)
+        return snapshot
+
+    def _leave_line(self, job_id: str) -> None:
+        if self._line is not None:
+            self._line.leave(job_id)
 
     def describe(self, job: dict, positions: dict[str, int] | None = None) -> dict:
         """The job as the API shows it."""
@@ -427,7 +473,7 @@ class Queue:
             "total": len(pool),
             "free": sum(1 for g in pool if not g["busy"]),
             "running": len(running),
-            "queued": len(self.store.jobs((JobState.QUEUED.value,))),
+            "queued": self.store.count((JobState.QUEUED.value,)),
         }
 
     # --- scheduling (only on the scheduler) -----------------------------------------------
@@ -436,38 +482,59 @@ class Queue:
         """Ask the policy what to start and what to expire, and do it."""
         if not self.is_scheduler:
             return
-        self._last_pass = time.monotonic()
+        started = self._last_pass = time.monotonic()
         now = self.clock()
-        queued = {j["id"]: j for j in self.store.jobs((JobState.QUEUED.value,))}
-        if not queued:
+        running = self.store.jobs((JobState.RUNNING.value,), brief=True)
+        snapshot = self._make_line(now, running)
+        if len(self._line) == 0:
             return
-        running = self.store.jobs((JobState.RUNNING.value,))
-        snapshot = _snapshot(self.store, self.settings.inventory, now, running)
-        decision = self.decide([_pending(j) for j in queued.values()], snapshot)
+        decision = self.policy.walk(self._line.ordered, snapshot)
         for job_id, reason in decision.expire:
             self.store.transition(job_id, ("queued",), "expired", reason, now, finished_at=now)
+            self._line.leave(job_id)
         free = gpu_inventory.free_devices(self.settings.inventory, running)
+        queued = {job.id: job for job in self._line.ordered}
         for job_id in decision.start:
-            job = queued[job_id]
-            devices, free = free[: job["gpus_requested"]], free[job["gpus_requested"] :]
-            self._start_job(job, devices, now)
+            gpus = queued[job_id].gpus
+            devices, free = free[:gpus], free[gpus:]
+            self._start_job(job_id, devices, now)
+            self._line.leave(job_id)
+        self._pass_s = time.monotonic() - started
 
-    def _start_job(self, job: dict, devices: list[str], now: float) -> None:
-        if not self.jobdir(job["id"]).path.exists():
+    def _schedule_soon(self) -> None:
+        """Schedule now, or, when the last pass was a moment ago, once for everything that
+        happens until then: a burst of submits into a long queue costs a few passes, not one
+        each."""
+        if not self.is_scheduler or self._pass_due:
+            return
+        delay = self._last_pass + max(PASS_GAP_S, 2 * self._pass_s) - time.monotonic()
+        if delay <= 0:
+            self.schedule()
+            return
+        self._pass_due = True
+        self._loop.call_later(delay, self._scheduled_pass)
+
+    def _scheduled_pass(self) -> None:
+        self._pass_due = False
+        try:
+            self.schedule()
+        except Exception:  # like a tick: a bad pass must not stop the queue
+            log.exception("e31: scheduling pass failed")
+
+    def _start_job(self, job_id: str, devices: list[str], now: float) -> None:
+        if not self.jobdir(job_id).path.exists():
             return  # recorded this instant by another server, which is moving its files in place
         granted = f"granted GPU(s) {', '.join(devices)}" if devices else "started (no GPUs)"
-        if not self.store.transition(
-            job["id"], ("queued",), "running", granted, now, started_at=now, granted=devices
-        ):
+        if not self.store.transition(job_id, ("queued",), "running", granted, now, started_at=now, granted=devices):
             return  # cancelled a moment ago
         try:
-            handle = self.backend.start(job["id"], self.jobdir(job["id"]), devices)
+            handle = self.backend.start(job_id, self.jobdir(job_id), devices)
         except Exception as error:
-            log.exception("e31: could not start job %s", job["id"])
-            self._finish(job["id"], None, self.clock(), start_error=str(error))
+            log.exception("e31: could not start job %s", job_id)
+            self._finish(job_id, None, self.clock(), start_error=str(error))
             return
-        self.store.update(job["id"], handle=json.dumps(handle))
-        self._watch(job["id"], handle)
+        self.store.update(job_id, handle=json.dumps(handle))
+        self._watch(job_id, handle)
 
     def _watch(self, job_id: str, handle: dict) -> None:
         """Wait for the job's process in a thread; report its end to the event loop."""

@@ -39,7 +39,8 @@ CREATE TABLE IF NOT EXISTS jobs (
     spec TEXT NOT NULL DEFAULT '{}',  -- what the job declared (its notebook, parameters, outputs)
     result TEXT NOT NULL DEFAULT '{}'  -- what it handed back, in short (files, values, progress)
 );
-CREATE INDEX IF NOT EXISTS jobs_state ON jobs(state);
+CREATE INDEX IF NOT EXISTS jobs_by_state ON jobs(state, submitted_at, id);
+CREATE INDEX IF NOT EXISTS jobs_submitted ON jobs(submitted_at, id);
 CREATE INDEX IF NOT EXISTS jobs_owner ON jobs(owner, submitted_at);
 CREATE INDEX IF NOT EXISTS jobs_fingerprint ON jobs(fingerprint);
 CREATE TABLE IF NOT EXISTS transitions (
@@ -57,6 +58,15 @@ CREATE INDEX IF NOT EXISTS transitions_job ON transitions(job_id, seq);
 log = logging.getLogger("e31")
 
 _JSON_COLUMNS = ("granted", "spec", "result")
+REQUEST_COLUMNS = (
+    "id", "owner", "team", "gpus_requested", "max_runtime_s", "expected_runtime_s",
+    "max_runtime_given", "deadline", "submitted_at",
+)  # fmt: skip
+# What scheduling, the meter and the pool need of a job: no spec or result to decode.
+BRIEF_COLUMNS = (
+    "id", "owner", "name", "team", "state", "gpus_requested", "max_runtime_s", "expected_runtime_s",
+    "max_runtime_given", "deadline", "submitted_at", "started_at", "finished_at", "granted",
+)  # fmt: skip
 
 
 def _row(row: sqlite3.Row | None) -> dict | None:
@@ -64,7 +74,8 @@ def _row(row: sqlite3.Row | None) -> dict | None:
         return None
     job = dict(row)
     for column in _JSON_COLUMNS:
-        job[column] = json.loads(job[column])
+        if column in job:
+            job[column] = json.loads(job[column])
     return job
 
 
@@ -102,6 +113,7 @@ class Store:
         self._db.execute("PRAGMA synchronous=NORMAL")
         with self._lock:
             self._db.executescript(_SCHEMA)  # idempotent; executescript manages its transaction
+        self._own_writes = 0
         self._reserve = self.path.with_name(self.path.name + ".reserve")
         _make_reserve(self._reserve)
 
@@ -110,12 +122,17 @@ class Store:
             self._db.close()
 
     def _write(self):
+        self._own_writes += 1
         return _Transaction(self._db, self._lock)
 
     def data_version(self) -> int:
         """Changes when another connection (another server) has written to the store."""
         with self._lock:
             return self._db.execute("PRAGMA data_version").fetchone()[0]
+
+    def version(self) -> tuple[int, int]:
+        """Changes whenever anyone, this server included, has written to the store."""
+        return self.data_version(), self._own_writes
 
     # --- jobs -----------------------------------------------------------------------------
 
@@ -176,30 +193,54 @@ class Store:
             return _row(self._db.execute("SELECT * FROM jobs WHERE id = ?", (job_id,)).fetchone())
 
     def jobs(
-        self, states: tuple[str, ...] | None = None, owner: str | None = None, fingerprint: str | None = None
+        self,
+        states: tuple[str, ...] | None = None,
+        owner: str | None = None,
+        fingerprint: str | None = None,
+        *,
+        ids: list[str] | None = None,
+        before: tuple[float, str] | None = None,
+        limit: int | None = None,
+        brief: bool = False,
     ) -> list[dict]:
-        """Jobs newest first, optionally only in some states, of one owner, with one fingerprint."""
-        where, params = [], []
-        if fingerprint is not None:
-            where.append("fingerprint = ?")
-            params.append(fingerprint)
-        if states:
-            where.append(f"state IN ({', '.join('?' * len(states))})")
-            params.extend(states)
-        if owner is not None:
-            where.append("owner = ?")
-            params.append(owner)
-        sql = "SELECT * FROM jobs" + (f" WHERE {' AND '.join(where)}" if where else "")
+        """Jobs newest first, optionally only in some states, of one owner, with one fingerprint,
+        among ``ids``, submitted before ``before`` (a job's ``(submitted_at, id)``: the next page after it), at
+        most ``limit`` of them; ``brief``: only BRIEF_COLUMNS."""
+        where, params = _filters(states, owner, fingerprint)
+        if ids is not None:
+            where.append(f"id IN ({', '.join('?' * len(ids))})")
+            params.extend(ids)
+        if before is not None:
+            where.append("(submitted_at, id) < (?, ?)")
+            params.extend(before)
+        columns = ", ".join(BRIEF_COLUMNS) if brief else "*"
+        sql = f"SELECT {columns} FROM jobs" + (f" WHERE {' AND '.join(where)}" if where else "")
         sql += " ORDER BY submitted_at DESC, id DESC"
+        if limit is not None:
+            sql += " LIMIT ?"
+            params.append(limit)
         with self._lock:
             return [_row(r) for r in self._db.execute(sql, params)]
 
+    def queued_requests(self) -> list[sqlite3.Row]:
+        """What a policy needs of each queued job (REQUEST_COLUMNS) and no more: the queue can be
+        long and is read on every scheduling pass."""
+        with self._lock:
+            return self._db.execute(f"SELECT {', '.join(REQUEST_COLUMNS)} FROM jobs WHERE state = 'queued'").fetchall()
+
+    def count(self, states: tuple[str, ...] | None = None, owner: str | None = None) -> int:
+        where, params = _filters(states, owner, None)
+        sql = "SELECT COUNT(*) FROM jobs" + (f" WHERE {' AND '.join(where)}" if where else "")
+        with self._lock:
+            return self._db.execute(sql, params).fetchone()[0]
+
     def held_between(self, since: float, until: float) -> list[dict]:
-        """Jobs whose GPU hold overlaps [since, until]: what the meter charges in that window."""
+        """Jobs whose GPU hold overlaps [since, until] (BRIEF_COLUMNS): what the meter charges
+        in that window."""
         with self._lock:
             rows = self._db.execute(
-                "SELECT * FROM jobs WHERE started_at IS NOT NULL AND started_at < ?"
-                " AND (finished_at IS NULL OR finished_at > ?)",
+                f"SELECT {', '.join(BRIEF_COLUMNS)} FROM jobs WHERE started_at IS NOT NULL"
+                " AND started_at < ? AND (finished_at IS NULL OR finished_at > ?)",
                 (until, since),
             )
             return [_row(r) for r in rows]
@@ -216,6 +257,20 @@ class Store:
     def job_ids(self) -> set[str]:
         with self._lock:
             return {r[0] for r in self._db.execute("SELECT id FROM jobs")}
+
+
+def _filters(states, owner, fingerprint) -> tuple[list[str], list]:
+    where, params = [], []
+    if fingerprint is not None:
+        where.append("fingerprint = ?")
+        params.append(fingerprint)
+    if states:
+        where.append(f"state IN ({', '.join('?' * len(states))})")
+        params.extend(states)
+    if owner is not None:
+        where.append("owner = ?")
+        params.append(owner)
+    return where, params
 
 
 def _make_reserve(path: Path, size: int = 4 << 20) -> None:

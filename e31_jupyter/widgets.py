@@ -26,6 +26,7 @@ from .packaging import CELL_TAG
 from .text import format_age, format_seconds, format_size, ordinal
 
 POLL_FAST_S, POLL_SLOW_S = 0.5, 5.0
+JOBS_SHOWN = 50  # the newest jobs the jobs widget lists
 STATE_COLOURS = {
     "queued": "#8a6d00", "running": "#1565c0", "succeeded": "#2e7d32",
     "failed": "#c62828", "cancelled": "#616161", "expired": "#6a1b9a",
@@ -105,7 +106,8 @@ def _text(value) -> str:
 
 
 class Poller:
-    """One thread per kernel refreshes every live widget from one request per tick."""
+    """One thread per kernel refreshes every live widget from one request per tick: the jobs
+    the widgets follow (their ``wants``), asked for by id."""
 
     def __init__(self, client: E31Client):
         self.client = client
@@ -141,7 +143,8 @@ class Poller:
         interval = POLL_FAST_S
         while live := self._live():
             try:
-                jobs = {job["id"]: job for job in self.client.jobs()}
+                wanted = sorted({job_id for x in live for job_id in x.wants})
+                jobs = {job["id"]: job for job in self.client.jobs(ids=wanted)} if wanted else {}
                 changed = [x.refresh(jobs) for x in live]
             except Exception:  # the server is restarting, say: keep the widgets, try later
                 changed = []
@@ -194,6 +197,11 @@ class JobWidget(w.VBox):
         )
         self.add_class(LIVE_CLASS)
         self.update(job)
+
+    @property
+    def wants(self) -> tuple[str]:
+        """The jobs whose news this widget needs from the poller."""
+        return (self.job_id,)
 
     # state ---------------------------------------------------------------------------------
 
@@ -361,9 +369,12 @@ class JobsWidget(w.VBox):
         self.pool = w.HTML()
         super().__init__([self.table, self.meter, self.pool])
         self.add_class(LIVE_CLASS)
-        self.refresh({job["id"]: job for job in client.jobs()})
+        self.refresh()
 
-    def refresh(self, jobs: dict) -> bool:
+    wants = ()  # it lists the newest jobs itself, whichever they are
+
+    def refresh(self, jobs: dict | None = None) -> bool:
+        jobs = {job["id"]: job for job in self.client.jobs(limit=JOBS_SHOWN)}
         self.table.value = jobs_table(list(jobs.values()))
         now = time.time()
         midnight = datetime.now().replace(hour=0, minute=0, second=0, microsecond=0).timestamp()

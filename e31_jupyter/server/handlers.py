@@ -19,7 +19,7 @@ from tornado import web
 
 from .. import __version__, values
 from ..errors import Conflict, E31Error, InvalidRequest, NotFound
-from ..job import FINAL_STATES, parse_iso, whole_number
+from ..job import FINAL_STATES, PAGE_SIZE, parse_iso, whole_number
 from ..outputs import collected_file
 from ..queue import Caller, Queue
 
@@ -106,9 +106,15 @@ class JobsHandler(E31Handler):
     @authorized
     @_answers_errors
     async def get(self):
-        state = self.get_argument("state", None)
-        fingerprint = self.get_argument("fingerprint", None)
-        self.finish({"jobs": self.queue.jobs(self.caller, state, fingerprint)})
+        jobs, next_page = self.queue.jobs(
+            self.caller,
+            state=self.get_argument("state", None),
+            fingerprint=self.get_argument("fingerprint", None),
+            ids=self.get_arguments("id") or None,
+            before=self.get_argument("before", None),
+            limit=whole_number(self.get_argument("limit", str(PAGE_SIZE)), "limit"),
+        )
+        self.finish({"jobs": jobs, "next": next_page})
 
     @web.authenticated
     @authorized

@@ -76,6 +76,8 @@ SANE = st.fixed_dictionaries(
         "parameters": st.sampled_from([{}, {"epochs": 3, "lr": 0.1, "tag": "x"}]),
     },
 )
+TORNADO_MAX_QUERY_FIELDS = 1000
+TORNADO_MAX_HEADER_BYTES = 65536
 FREE_FORM = ("deadline", "max_runtime", "expected_runtime", "reports", "outputs", "parameters")
 CONTAINER_ONLY = ("image", "memory", "cpus")
 
@@ -209,6 +211,11 @@ def test_fuzz_the_whole_api(live):
             case, sane, gpus = drawn
             # Negative data may leave the token out; requests without it are tested below.
             assume(not schema.is_security_param_negated(case))
+            # Tornado's HTTP layer refuses a query of more fields (an empty 400) and a request
+            # line past its header limit (it hangs up), before any handler: the spec cannot
+            # shape those answers.
+            assume(_query_fields(case) <= TORNADO_MAX_QUERY_FIELDS)
+            assume(len(_url(case)) <= TORNADO_MAX_HEADER_BYTES // 2)
             if op_id in SUBMITS:
                 case.body = _harmless(case.body, root, sane, gpus, resubmit=op_id == "resubmitJob")
             run_case(op_id, case)
@@ -335,6 +342,16 @@ def _exists(root: Path, item: str) -> bool:
         return (path if path.is_absolute() else root / path).exists()
     except (OSError, ValueError, RuntimeError):
         return True  # odd enough to replace
+
+
+def _query_fields(case) -> int:
+    query = case.query if isinstance(case.query, dict) else {}
+    return sum(len(v) if isinstance(v, list) else 1 for v in query.values())
+
+
+def _url(case) -> str:
+    kwargs = case.as_transport_kwargs()
+    return requests.Request(kwargs["method"], kwargs["url"], params=kwargs.get("params")).prepare().url
 
 
 def _unset(value) -> bool:

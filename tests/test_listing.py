@@ -1,0 +1,82 @@
+"""Lists a page at a time, jobs asked for by id, and places in line that follow the queue."""
+
+from __future__ import annotations
+
+import requests
+from support import wait_for, wait_state
+
+from e31_jupyter import policy
+from e31_jupyter.line import Line
+from e31_jupyter.policy import Cluster, Pending, Snapshot
+
+
+def _queue_behind_a_blocker(client, gated, count: int) -> tuple[dict, list[dict]]:
+    """A job holding both GPUs, and ``count`` two-GPU jobs waiting behind it, oldest first."""
+    blocker = wait_state(client, gated.submit(client, "blocker", gpus=2)["id"], "running")
+    waiting = [gated.submit(client, f"waiting{i}", gpus=2) for i in range(count)]
+    return blocker, waiting
+
+
+def test_pages_follow_one_another_without_gaps_or_repeats(server, client, gated):
+    blocker, waiting = _queue_behind_a_blocker(client, gated, 7)
+    api = f"{server.url}/e31/api/jobs"
+    headers = {"Authorization": f"token {server.token}"}
+    newest_first = [j["id"] for j in reversed(waiting)] + [blocker["id"]]
+
+    seen, before = [], None
+    while True:
+        page = requests.get(api, params={"limit": 3, **({"before": before} if before else {})}, headers=headers, timeout=30).json()
+        assert len(page["jobs"]) <= 3
+        seen += [j["id"] for j in page["jobs"]]
+        before = page["next"]
+        if before is None:
+            break
+    assert seen == newest_first
+    assert [j["id"] for j in client.jobs()] == newest_first  # the client follows the pages
+    assert [j["id"] for j in client.jobs(limit=2)] == newest_first[:2]
+    assert [j["id"] for j in client.jobs(state="queued", limit=100)] == newest_first[:-1]
+
+    wanted = [waiting[5]["id"], blocker["id"], "no-such-job"]
+    assert {j["id"] for j in client.jobs(ids=wanted)} == {waiting[5]["id"], blocker["id"]}
+
+    for params, field in (({"limit": 0}, "limit"), ({"limit": 5000}, "limit"), ({"limit": "ten"}, "limit")):
+        refused = requests.get(api, params=params, headers=headers, timeout=30)
+        assert refused.status_code == 400 and field in refused.json()["message"]
+    unknown = requests.get(api, params={"before": "nope"}, headers=headers, timeout=30)
+    assert unknown.status_code == 404 and "nope" in unknown.json()["message"]
+    gated.open("blocker")
+
+
+def test_places_in_line_move_up_when_a_job_ahead_leaves(client, gated):
+    _, waiting = _queue_behind_a_blocker(client, gated, 4)
+    assert [j["queue_position"] for j in waiting] == [1, 2, 3, 4]  # each submit's answer
+    assert [client.job(j["id"])["queue_position"] for j in waiting] == [1, 2, 3, 4]
+
+    client.cancel(waiting[1]["id"])
+    assert client.job(waiting[1]["id"])["queue_position"] is None
+    places = lambda: [client.job(j["id"])["queue_position"] for j in (waiting[0], *waiting[2:])]  # noqa: E731
+    wait_for(lambda: places() == [1, 2, 3], timeout=10, what="the jobs behind the cancelled one to move up")
+    gated.open("blocker")
+    wait_state(client, waiting[0]["id"], "running")
+    wait_for(lambda: [client.job(j["id"])["queue_position"] for j in waiting[2:]] == [1, 2], timeout=10,
+             what="the jobs behind the started one to move up")  # fmt: skip
+
+
+def _snapshot() -> Snapshot:
+    return Snapshot(now=1000.0, cluster=Cluster.one_machine(8, 0))
+
+
+def test_a_line_gives_the_policys_order_and_takes_joins_and_leaves():
+    jobs = [Pending(f"j{i}", 1, submitted_at=i, max_runtime=60, estimate=60, deadline=5000 - 100 * i) for i in range(6)]
+    edf = policy.POLICIES["edf"]
+    line = Line(edf.priority, _snapshot(), jobs[:5])
+    order = [j.id for j in edf.order(jobs[:5], _snapshot())]
+    assert [j.id for j in line.ordered] == order
+    assert [line.get(job_id) for job_id in order] == [1, 2, 3, 4, 5]
+
+    assert line.join(jobs[5]) == 1  # the earliest deadline goes first
+    assert line.get(order[0]) == 2
+    line.leave(jobs[5].id)
+    line.leave(order[0])
+    assert [line.get(job_id) for job_id in order[1:]] == [1, 2, 3, 4]
+    assert line.get(order[0]) is None and len(line) == 4
