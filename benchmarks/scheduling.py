@@ -139,7 +139,7 @@ def pass_time_ms(policy, gpus: int, machine_gpus: int, queued: int = 10_000, rou
         running.append(Running(f"r{len(running)}", g, now - rng.uniform(0, 3e4), rng.uniform(1e3, 1e5), machines))
     runtimes = RuntimeModel()
     for _ in range(2000):
-        runtimes.observe(rng.choice(teams), 100.0, rng.uniform(33, 100))
+        runtimes.observe(rng.choice(teams), 100.0, rng.uniform(33, 100), deadline_window_s=rng.uniform(40, 300))
     pending = []
     for i in range(queued):
         runtime = rng.uniform(60, 2e5)

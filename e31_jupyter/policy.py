@@ -17,14 +17,16 @@ policy's priorities can have moved (``refresh_s``), as Slurm does every Priority
   half-life, a small-job factor), EASY backfill on declared max run time, and a pending job that
   can no longer end within its time limit before its deadline is dropped (``--deadline``).
 - ``e31``, the default: earliest deadline first with EASY backfill, jobs bigger than a machine
-  first; run times learned from finished jobs decide when a job expires (more likely than not
-  to miss); a lane of GPUs that long jobs which can wait leave to short and urgent ones; a
-  fair-share nudge. See ``e31_priority`` and ``e31_walk``.
+  first; run times learned from finished jobs (their declared run times and deadline windows)
+  decide when a job expires (more likely than not to miss); a lane of GPUs that long jobs which
+  can wait leave to short and urgent ones; a fair-share nudge. See ``e31_priority`` and
+  ``e31_walk``.
 """
 
 from __future__ import annotations
 
 import math
+from bisect import bisect_left, bisect_right
 from collections import deque
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -178,37 +180,76 @@ class Cluster:
 
 
 class RuntimeModel:
-    """What finished jobs teach about run times: the ratio of each job's actual run time to what it
-    declared (``Pending.estimate``), per team and over everyone, from the latest ``window`` jobs.
-    Fed by the caller as jobs finish, so there is no look-ahead. A team with fewer than
-    ``min_samples`` finished jobs borrows everyone's ratios; with none at all the declared time
-    stands (ratio 1).
+    """What finished jobs teach about run times, from the latest ``window`` jobs per team and over
+    everyone: the ratio of each job's actual run time to what it declared (``Pending.estimate``),
+    and, for jobs with a deadline, to its deadline window (deadline - submit). Fed by the caller
+    as jobs finish, so there is no look-ahead. A team with fewer than ``min_samples`` finished
+    jobs borrows everyone's; with none at all the declared time stands (ratio 1).
+
+    A job's run time is bounded by both: its declared time x a learned ratio, and a run time that
+    sits inside the learned range of actual / deadline window. ``runtime`` keeps only the ratios
+    consistent with both. Where deadlines say nothing about run time that range is wide and
+    changes nothing; where people set deadlines from how long their work takes, it narrows the
+    estimate.
     """
 
     def __init__(self, window: int = 400, min_samples: int = 20):
         self.window = window
         self.min_samples = min_samples
-        self._recent: dict[str | None, deque[float]] = {}
-        self._quantiles: dict[tuple[str, float], float] = {}  # until the next observe
+        self._declared: dict[str | None, deque[float]] = {}  # actual / declared
+        self._windows: dict[str | None, deque[float]] = {}  # actual / deadline window
+        self._cache: dict[str | None, tuple[list[float], tuple[float, float] | None]] = {}  # see _learned
 
-    def observe(self, team: str, declared_s: float, actual_s: float) -> None:
-        if declared_s <= 0:
-            return
-        for key in (team, None):
-            self._recent.setdefault(key, deque(maxlen=self.window)).append(actual_s / declared_s)
-        self._quantiles.clear()
+    def observe(self, team: str, declared_s: float, actual_s: float, deadline_window_s: float | None = None) -> None:
+        """One finished job: what it declared, what it took, and (optional) how long its deadline
+        left it from submit."""
+        self._add(self._declared, team, declared_s, actual_s)
+        self._add(self._windows, team, deadline_window_s or 0.0, actual_s)
+        self._cache.clear()
+
+    def _add(self, samples: dict[str | None, deque[float]], team: str, base_s: float, actual_s: float) -> None:
+        if base_s > 0:
+            for key in (team, None):
+                samples.setdefault(key, deque(maxlen=self.window)).append(actual_s / base_s)
 
     def ratio(self, team: str, q: float) -> float:
         """The q-quantile of actual / declared run time for the team's jobs."""
-        value = self._quantiles.get((team, q))
-        if value is None:
-            value = self._quantiles[(team, q)] = self._quantile(team, q)
-        return value
+        ratios, _ = self._learned(team)
+        return _quantile(ratios, q) if ratios else 1.0
 
-    def _quantile(self, team: str, q: float) -> float:
-        recent = self._recent.get(team, ())
-        ratios = sorted(recent if len(recent) >= self.min_samples else self._recent.get(None, ()))
-        return ratios[min(len(ratios) - 1, int(q * len(ratios)))] if ratios else 1.0
+    def runtime(self, team: str, declared_s: float, deadline_window_s: float | None, q: float) -> float:
+        """The q-quantile of the job's run time: ``declared_s`` x the team's ratios of actual /
+        declared, keeping those whose run time lies in the learned range of actual / deadline
+        window (all of them when the job has no deadline, or fewer than ``min_samples`` agree).
+        Called for every waiting job on every pass, so it is a few lookups and two bisections."""
+        ratios, bounds = self._learned(team)
+        if not ratios:
+            return declared_s
+        if bounds is not None and deadline_window_s and declared_s > 0:
+            scale = deadline_window_s / declared_s
+            lo, hi = bisect_left(ratios, bounds[0] * scale), bisect_right(ratios, bounds[1] * scale)
+            if hi - lo >= self.min_samples:
+                return declared_s * ratios[min(hi - 1, lo + int(q * (hi - lo)))]
+        return declared_s * _quantile(ratios, q)
+
+    def _learned(self, team: str) -> tuple[list[float], tuple[float, float] | None]:
+        """The team's actual / declared ratios, sorted, and the lowest and highest actual /
+        deadline window (None before any); everyone's while the team has few. Kept until the
+        next observe."""
+        learned = self._cache.get(team)
+        if learned is None:
+            windows = self._own_or_everyones(self._windows, team)
+            bounds = (min(windows), max(windows)) if windows else None
+            learned = self._cache[team] = (sorted(self._own_or_everyones(self._declared, team)), bounds)
+        return learned
+
+    def _own_or_everyones(self, samples: dict[str | None, deque[float]], team: str) -> Sequence[float]:
+        own = samples.get(team, ())
+        return own if len(own) >= self.min_samples else samples.get(None, ())
+
+
+def _quantile(ordered: Sequence[float], q: float) -> float:
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
 
 
 FAIR_SHARE_HALF_LIFE_S = 7 * 86400.0  # Slurm's PriorityDecayHalfLife default
@@ -459,8 +500,10 @@ E31_GIVE_UP = 0.5  # a waiting job expires when it would miss even if it took th
 
 def expected_runtime(job: Pending, snap: Snapshot, q: float = 0.5) -> float:
     """What the job will take (with probability ``q``): what it declared, scaled by the q-quantile
-    of actual / declared over its team's finished jobs. 0 when it declared nothing."""
-    return snap.runtimes.ratio(job.team, q) * job.estimate
+    of actual / declared over its team's finished jobs whose ratio is consistent with the job's
+    deadline window (``RuntimeModel.runtime``). 0 when it declared nothing."""
+    window = job.deadline - job.submitted_at if job.deadline is not None else None
+    return snap.runtimes.runtime(job.team, job.estimate, window, q)
 
 
 def e31_priority(job: Pending, snap: Snapshot) -> tuple:

@@ -704,7 +704,8 @@ def _snapshot(store: Store, inventory: list[str], now: float, running: list[dict
         usage[_team(job)] = usage.get(_team(job), 0.0) + policy.decayed(meter.gpu_seconds(job, now), ended_ago)
     runtimes = policy.RuntimeModel()
     for job in sorted((j for j in recent if j["state"] == JobState.SUCCEEDED.value), key=lambda j: j["finished_at"]):
-        runtimes.observe(_team(job), _pending(job).estimate, job["finished_at"] - job["started_at"])
+        window = job["deadline"] - job["submitted_at"] if job["deadline"] is not None else None
+        runtimes.observe(_team(job), _pending(job).estimate, job["finished_at"] - job["started_at"], deadline_window_s=window)
     cluster = policy.Cluster.one_machine(len(inventory), free)
     return policy.Snapshot(now, cluster, [_running(j) for j in running], usage, runtimes)
 

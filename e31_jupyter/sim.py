@@ -8,7 +8,8 @@ order: arrivals are inserted, and the whole queue is re-sorted only when the pol
 priorities go stale (``Policy.refresh_s``).
 
 Fair-share usage is the meter's GPU-seconds (GPUs x time held), decayed by
-``policy.FAIR_SHARE_HALF_LIFE_S``; run-time estimates are learned only from jobs that have ended.
+``policy.FAIR_SHARE_HALF_LIFE_S``; run-time estimates are learned only from jobs that have ended
+(their declared run time, their deadline window and what they took).
 """
 
 from __future__ import annotations
@@ -194,9 +195,11 @@ class Simulation:
             running = self.running.pop(job_id)
             outcome = self.outcomes[job_id]
             outcome.finished_at = now
+            job = outcome.job
             self.cluster.release(running.machines, running.gpus)
-            self.usage.end(outcome.job.team, running.gpus, running.started_at, now)
-            self.runtimes.observe(outcome.job.team, outcome.job.max_runtime, now - running.started_at)
+            self.usage.end(job.team, running.gpus, running.started_at, now)
+            window = job.deadline - job.submitted_at
+            self.runtimes.observe(job.team, job.max_runtime, now - running.started_at, deadline_window_s=window)
 
 
 def simulate(jobs: Sequence[TraceJob], policy: Policy, gpus: int, machine_gpus: int = 8) -> list[Outcome]:

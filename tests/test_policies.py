@@ -292,6 +292,49 @@ def test_the_runtime_model_learns_per_team_and_borrows_when_a_team_is_new():
     assert runtimes.ratio("x", 0.5) == runtimes.ratio(None, 0.5)
 
 
+def _learned_with_windows(spread_of_windows: float = 1.0, windows: bool = True) -> RuntimeModel:
+    """100 finished jobs that took 0.34-1.0 of their declared 100 s and, independently of that,
+    0.34-0.83 of their deadline window (x ``spread_of_windows`` at the wide end)."""
+    runtimes = RuntimeModel(window=100, min_samples=20)
+    for i in range(100):
+        actual = 100.0 * (0.34 + 0.66 * i / 99)
+        of_window = 0.34 + (0.83 * spread_of_windows - 0.34) * ((i * 37) % 100) / 99
+        runtimes.observe("t", 100.0, actual, deadline_window_s=actual / of_window if windows else None)
+    return runtimes
+
+
+def test_the_deadline_window_narrows_the_run_time_estimate():
+    runtimes = _learned_with_windows()
+    declared_only = 300 * runtimes.ratio("t", 0.5)
+    estimate = runtimes.runtime("t", 300.0, 240.0, 0.5)
+    # run time is at least 0.34 x 300 (declared) and at most 0.83 x 240 (window): the middle of that
+    assert 0.34 * 300 <= estimate <= 0.83 * 240 < declared_only
+    assert runtimes.runtime("t", 300.0, None, 0.5) == declared_only  # no deadline: declared only
+
+
+def test_deadline_windows_that_say_nothing_leave_the_estimate_alone():
+    wide = _learned_with_windows(spread_of_windows=1000.0)
+    assert wide.runtime("t", 300.0, 240.0, 0.5) == 300 * wide.ratio("t", 0.5)
+    unknown = _learned_with_windows(windows=False)  # observe as the live queue calls it today
+    assert unknown.runtime("t", 300.0, 240.0, 0.5) == 300 * unknown.ratio("t", 0.5)
+
+
+def test_too_few_consistent_jobs_fall_back_to_the_declared_estimate():
+    runtimes = _learned_with_windows()
+    # consistent run times would be 0.34-0.42 of the declared: about 12 finished jobs, under 20
+    assert runtimes.runtime("t", 300.0, 150.0, 0.5) == 300 * runtimes.ratio("t", 0.5)
+
+
+def test_e31_keeps_a_job_its_deadline_window_says_is_shorter_than_declared():
+    # Declared 300 s, 180 s of its 240 s window left: jobs like it took 0.67 of their declared
+    # time (201 s, too long), but the ones whose run time fits such a window took about 150 s.
+    job = pending("waits", max_runtime=300, submitted=NOW - 60, deadline=NOW + 180, team="t")
+    busy = [Running("r", 8, NOW - 10, 1000, (0,))]
+    assert expired(decide("e31", [job], snapshot([0], busy, runtimes=_learned_with_windows(windows=False)))) == ["waits"]
+    decision = decide("e31", [job], snapshot([0], busy, runtimes=_learned_with_windows()))
+    assert decision.start == [] and decision.expire == []
+
+
 def test_a_custom_policy_is_just_a_priority_and_a_walk():
     from e31_jupyter.policy import walk
 

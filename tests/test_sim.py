@@ -95,8 +95,9 @@ def test_policies_learn_only_from_jobs_that_have_ended():
     seen = []
 
     def spy(ordered, snap):
-        learned = len(snap.runtimes._recent.get(None, ()))
-        seen.append((snap.now, learned))
+        declared, windows = (len(samples.get(None, ())) for samples in (snap.runtimes._declared, snap.runtimes._windows))
+        assert declared == windows  # every job of the trace has a deadline
+        seen.append((snap.now, declared))
         return POLICIES["e31"].walk(ordered, snap)
 
     trace = _random_trace(n=120)

@@ -218,7 +218,7 @@ def test_limits_queued_jobs_per_user_and_output_quota(start_server, gated, tmp_p
     quota keeps what fits and says what was left out."""
     server = start_server(extra_args=["--E31.max_queued_per_user=2", "--E31.max_output_bytes=1500"])
     client = E31Client(server.url, server.token)
-    blocker = gated.submit(client, "blocker", gpus=2)
+    blocker = wait_state(client, gated.submit(client, "blocker", gpus=2)["id"], "running")
     waiting = [gated.submit(client, f"w{i}", gpus=2) for i in range(2)]
     headers = {"Authorization": f"token {server.token}"}
     body = {"path": str(gated.notebook), "gpus": 2, "parameters": gated.params("w3")}
