@@ -64,6 +64,10 @@ LINE_MAX_AGE_S = 1.0  # how stale a place in line may be shown after the queue c
 LOCK_RETRY_S = 1.0  # how often a server that is not the scheduler tries to become it
 STAGING_PREFIX = ".staging-"
 INBOX_AGE_S = 86400.0  # a capture this old in the inbox was never submitted
+# What a resubmit may change; the rest comes from the earlier job.
+RESUBMIT_CHANGES = frozenset({
+    "gpus", "max_runtime", "expected_runtime", "deadline", "name", "team", "parameters", "outputs", "reports",
+})  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -226,6 +230,27 @@ class Queue:
             line.join(_pending(job))
         self._schedule_soon()
         return self.describe(job, line), warnings
+
+    async def resubmit(
+        self, caller: Caller, job_id: str, changes: dict, kernels: list[str], root_dir: Path
+    ) -> tuple[dict, list[str]]:
+        """A new job from an earlier one: its stored notebook, parameters, data sources, captured
+        values and request, with ``changes`` (RESUBMIT_CHANGES) applied. The deadline is not
+        carried over: it was the earlier job's."""
+        unknown = sorted(set(changes) - RESUBMIT_CHANGES)
+        if unknown:
+            raise InvalidRequest(
+                f"Cannot change {', '.join(unknown)} when resubmitting; allowed: {', '.join(sorted(RESUBMIT_CHANGES))}."
+            )
+        self.visible_job(caller, job_id)
+        jobdir = self.jobdir(job_id)
+        spec = jobdir.read_json(jobdir.spec)
+        if spec is None or not jobdir.input_notebook.exists():
+            raise Conflict(f"Job {job_id} has no stored notebook to run again.")
+        body = _body_again(jobdir, spec)
+        if isinstance(changes.get("parameters"), dict):
+            changes = {**changes, "parameters": {**body["parameters"], **changes["parameters"]}}
+        return await self.submit(caller, {**body, **changes}, kernels, root_dir)
 
     def _check_queued_limit(self, caller: Caller) -> None:
         waiting = self.store.count((JobState.QUEUED.value,), owner=caller.name)
@@ -629,6 +654,30 @@ class Queue:
         for path in self.inbox.iterdir():  # captures whose submit never came
             if path.stat().st_mtime < time.time() - INBOX_AGE_S:
                 shutil.rmtree(path, ignore_errors=True)
+
+
+def _body_again(jobdir: JobDir, spec: dict) -> dict:
+    """The submit request that makes the job of ``spec`` again (without its deadline)."""
+    request = spec["request"]
+    body = {
+        "notebook": json.loads(jobdir.input_notebook.read_text(encoding="utf-8")),
+        "notebook_name": spec["notebook_name"],
+        "parameters": spec.get("parameters") or {},
+        "data": spec.get("data") or [],
+        "gpus": request["gpus"],
+        "name": spec["name"],
+        "team": spec.get("team") or None,
+        "outputs": spec.get("outputs") or [],
+    }  # fmt: skip
+    if spec.get("reports") is not None:
+        body["reports"] = spec["reports"]
+    if request.get("max_runtime_given"):
+        body["max_runtime"] = request["max_runtime_s"]
+    if request.get("expected_runtime_s") is not None:
+        body["expected_runtime"] = request["expected_runtime_s"]
+    if (jobdir.inputs / VALUES_INDEX).is_file():
+        body["inputs"] = str(jobdir.inputs)  # a %%e31 cell's captured values, copied
+    return body
 
 
 def _disk_full(path: Path, reason: str) -> bool:

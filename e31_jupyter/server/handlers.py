@@ -89,10 +89,15 @@ class E31Handler(APIHandler):
                 await self.flush()
         self.finish(set_content_type="application/octet-stream")  # APIHandler would say JSON
 
-    async def submit_job(self, body: dict) -> None:
-        kernels = list(self.kernel_spec_manager.find_kernel_specs())
-        root_dir = Path(self.settings.get("server_root_dir", ".")).expanduser()
-        job, warnings = await self.queue.submit(self.caller, body, kernels, root_dir)
+    @property
+    def kernels(self) -> list[str]:
+        return list(self.kernel_spec_manager.find_kernel_specs())
+
+    @property
+    def root_dir(self) -> Path:
+        return Path(self.settings.get("server_root_dir", ".")).expanduser()
+
+    def answer_submitted(self, job: dict, warnings: list[str]) -> None:
         self.set_status(201)
         self.finish({**job, "warnings": warnings})
 
@@ -120,7 +125,7 @@ class JobsHandler(E31Handler):
     @authorized
     @_answers_errors
     async def post(self):
-        await self.submit_job(self.json_body())
+        self.answer_submitted(*await self.queue.submit(self.caller, self.json_body(), self.kernels, self.root_dir))
 
 
 class JobHandler(E31Handler):
@@ -141,52 +146,12 @@ class CancelHandler(E31Handler):
 
 
 class ResubmitHandler(E31Handler):
-    """A new job from an earlier one: its stored notebook, parameters, data sources and
-    request, with the changes in the body. The deadline is not carried over."""
-
-    CHANGEABLE = {
-        "gpus", "max_runtime", "expected_runtime", "deadline", "name", "team", "parameters",
-        "outputs", "reports",
-    }  # fmt: skip
-
     @web.authenticated
     @authorized
     @_answers_errors
     async def post(self, job_id):
         changes = self.json_body()
-        unknown = sorted(set(changes) - self.CHANGEABLE)
-        if unknown:
-            raise InvalidRequest(
-                f"Cannot change {', '.join(unknown)} when resubmitting; "
-                f"allowed: {', '.join(sorted(self.CHANGEABLE))}."
-            )
-        _, jobdir = self.job_and_dir(job_id)
-        spec = jobdir.read_json(jobdir.spec)
-        if spec is None or not jobdir.input_notebook.exists():
-            raise Conflict(f"Job {job_id} has no stored notebook to run again.")
-        request = spec["request"]
-        body = {
-            "notebook": json.loads(jobdir.input_notebook.read_text(encoding="utf-8")),
-            "notebook_name": spec["notebook_name"],
-            "parameters": spec.get("parameters") or {},
-            "data": spec.get("data") or [],
-            "gpus": request["gpus"],
-            "name": spec["name"],
-            "team": spec.get("team") or None,
-            "outputs": spec.get("outputs") or [],
-        }
-        if spec.get("reports") is not None:
-            body["reports"] = spec["reports"]
-        if request.get("max_runtime_given"):
-            body["max_runtime"] = request["max_runtime_s"]
-        if request.get("expected_runtime_s") is not None:
-            body["expected_runtime"] = request["expected_runtime_s"]
-        if (jobdir.inputs / values.INDEX).is_file():
-            body["inputs"] = str(jobdir.inputs)  # a %%e31 cell's captured values, copied
-        if isinstance(changes.get("parameters"), dict):
-            changes["parameters"] = {**body["parameters"], **changes["parameters"]}
-        body.update(changes)
-        await self.submit_job(body)
+        self.answer_submitted(*await self.queue.resubmit(self.caller, job_id, changes, self.kernels, self.root_dir))
 
 
 class NotebookHandler(E31Handler):
