@@ -552,14 +552,31 @@ class Queue:
         granted = f"granted GPU(s) {', '.join(devices)}" if devices else "started (no GPUs)"
         if not self.store.transition(job_id, ("queued",), "running", granted, now, started_at=now, granted=devices):
             return  # cancelled a moment ago
+        if getattr(self.backend, "starts_slowly", False):
+            self._loop.run_in_executor(None, self._launch_in_thread, job_id, devices)
+        else:
+            self._launched(job_id, *self._launch(job_id, devices))
+
+    def _launch(self, job_id: str, devices: list[str]) -> tuple[dict | None, str]:
+        """Start the job's worker: its handle, or why it could not start."""
         try:
-            handle = self.backend.start(job_id, self.jobdir(job_id), devices)
+            return self.backend.start(job_id, self.jobdir(job_id), devices), ""
         except Exception as error:
             log.exception("e31: could not start job %s", job_id)
-            self._finish(job_id, None, self.clock(), start_error=str(error))
+            return None, str(error) or type(error).__name__
+
+    def _launch_in_thread(self, job_id: str, devices: list[str]) -> None:
+        outcome = self._launch(job_id, devices)
+        self._loop.call_soon_threadsafe(self._launched, job_id, *outcome)
+
+    def _launched(self, job_id: str, handle: dict | None, error: str) -> None:
+        if handle is None:
+            self._finish(job_id, None, self.clock(), start_error=error)
             return
         self.store.update(job_id, handle=json.dumps(handle))
         self._watch(job_id, handle)
+        if job_id in self._stopping:  # cancelled or timed out while it was starting
+            self._stop_job({"id": job_id, "handle": json.dumps(handle)})
 
     def _watch(self, job_id: str, handle: dict) -> None:
         """Wait for the job's process in a thread; report its end to the event loop."""

@@ -72,7 +72,7 @@ class DockerEngine:
         raise TimeoutError(f"dockerd did not answer within {timeout}s; see {self.log_path}")
 
     def job_containers(self, job_id: str) -> list:
-        return self.client.containers.list(all=True, filters={"label": f"e31.job={job_id}"})
+        return self.client.containers.list(all=True, filters={"label": f"e31.job={job_id}"}, ignore_removed=True)
 
     def stop(self) -> None:
         if self.proc is None or self.proc.poll() is not None:

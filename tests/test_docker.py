@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import sqlite3
 import time
 from pathlib import Path
 
@@ -199,6 +200,7 @@ def test_cancel_stops_the_container_within_the_grace_period_and_removes_it(
 def test_a_restarted_server_adopts_running_containers_and_finds_ended_ones(
     engine, start_docker_server, tmp_path
 ):
+    """Also a container whose handle the server never recorded: it is found by its job label."""
     notebook = write_notebook(tmp_path / "gated.ipynb", GATE, "open('done.txt', 'w').write('done')")
     first = start_docker_server()
     client = E31Client(first.url, first.token)
@@ -210,6 +212,8 @@ def test_a_restarted_server_adopts_running_containers_and_finds_ended_ones(
 
     open_gate(first, finisher["id"])  # it ends while no server watches
     wait_for(lambda: finisher_container.reload() or finisher_container.status == "exited", what="it to end")
+    with sqlite3.connect(first.data_dir / "e31.sqlite") as db:  # as if killed before recording it
+        db.execute("UPDATE jobs SET handle = NULL WHERE id = ?", (survivor["id"],))
     second = start_docker_server()
     client = E31Client(second.url, second.token)
     finisher = wait_state(client, finisher["id"], "succeeded", "failed", timeout=10)

@@ -4,8 +4,11 @@
 that the store keeps, so a restarted server can ``adopt(job_id, handle)`` it; ``wait(handle)``
 blocks until the job's process has ended and returns its exit code (None when unknown);
 ``stop(job_id, handle, grace)`` ends it (politely first); ``sweep(job_id)`` ends anything the job
-left behind. A backend that runs jobs in containers also has ``container_limits``
-(``job.ContainerLimits``): the images, memory and CPUs a job may ask for at submit.
+left behind; ``recover(job_id) -> handle | None`` (optional) finds a job's worker by its id when
+the server died before recording the handle. A backend that runs jobs in containers also has
+``container_limits`` (``job.ContainerLimits``): the images, memory and CPUs a job may ask for at
+submit. ``starts_slowly = True`` asks the queue to call ``start`` in a thread, off the server's
+event loop.
 
 A backend that is itself a scheduler (Slurm) has ``schedules = True`` and another interface,
 used by ``cluster_queue.ClusterQueue``: ``submit(job_id, jobdir, spec) -> handle`` (raising

@@ -59,6 +59,8 @@ _LOGGED_WORKER = (
 
 
 class DockerBackend:
+    starts_slowly = True  # creating and starting a container takes the engine a second or so
+
     def __init__(
         self,
         image: str = "",
@@ -94,6 +96,16 @@ class DockerBackend:
             container.remove(force=True)
             raise E31Error(f"the Docker engine could not start the container: {_message(error)}") from None
         return {"container": container.id}
+
+    def recover(self, job_id: str) -> dict | None:
+        """The handle of the job's container, found by its label: for a server that died between
+        starting the container and recording its handle."""
+        try:
+            running = [c for c in self._job_containers(job_id) if c.status == "running"]
+        except DockerException as error:
+            log.warning("e31: cannot ask the Docker engine about job %s (%s)", job_id, error)
+            return None
+        return {"container": running[0].id} if running else None
 
     def adopt(self, job_id: str, handle: dict | None) -> bool:
         """True when the job's container from ``handle`` is still running (or the engine cannot
@@ -231,7 +243,7 @@ class DockerBackend:
                 os.chown(os.path.join(folder, name), *owner, follow_symlinks=False)
 
     def _job_containers(self, job_id: str) -> list:
-        return self.engine.containers.list(all=True, filters={"label": f"{JOB_LABEL}={job_id}"})
+        return self.engine.containers.list(all=True, filters={"label": f"{JOB_LABEL}={job_id}"}, ignore_removed=True)
 
     def _container(self, handle: dict | None):
         if not handle:
