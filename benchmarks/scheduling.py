@@ -28,7 +28,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from e31_jupyter.policy import POLICIES, Cluster, Pending, Running, RuntimeModel, Snapshot  # noqa: E402
+from e31_jupyter.policy import POLICIES, Cluster, Pending, Running, RuntimeModel, ShortDemand, Snapshot  # noqa: E402
 from e31_jupyter.sim import SIZE_CLASSES, simulate, summarise, synthesise  # noqa: E402
 
 SUBMIT = ("timestamp", "submit_time", "submission_time")
@@ -125,7 +125,8 @@ def _when(value: str) -> float:
 
 def pass_time_ms(policy, gpus: int, machine_gpus: int, queued: int = 10_000, rounds: int = 7) -> float:
     """Median CPU time of one scheduling pass (sort included) over ``queued`` waiting jobs on a busy
-    cluster, with a learned run-time model and fair-share usage for 15 teams."""
+    cluster, with a learned run-time model, fair-share usage for 15 teams and a day of bursts of
+    short jobs (so e31's lane is the grown one)."""
     rng = random.Random(1)
     now = 1e6
     teams = [f"t{i}" for i in range(15)]
@@ -145,7 +146,11 @@ def pass_time_ms(policy, gpus: int, machine_gpus: int, queued: int = 10_000, rou
         runtime = rng.uniform(60, 2e5)
         g = rng.choice([1] * 14 + [2, 4, 8, 16, 32])
         pending.append(Pending(f"p{i}", g, now - rng.uniform(0, 1e5), runtime, runtime, now + rng.uniform(-1e4, 1e5), rng.choice(teams)))
-    snap = Snapshot(now, cluster, running, {t: rng.uniform(0, 1e8) for t in teams}, runtimes)
+    demand = ShortDemand(machine_gpus=machine_gpus)
+    for hour in range(24):
+        for _ in range(gpus // 2):
+            demand.submitted(now - 86400 + hour * 3600, 1, 3600.0)
+    snap = Snapshot(now, cluster, running, {t: rng.uniform(0, 1e8) for t in teams}, runtimes, demand)
     times = []
     for _ in range(rounds):
         began = time.process_time()  # CPU time: what the pass costs, not what other processes took

@@ -19,8 +19,8 @@ policy's priorities can have moved (``refresh_s``), as Slurm does every Priority
 - ``e31``, the default: earliest deadline first with EASY backfill, jobs bigger than a machine
   first; run times learned from finished jobs (their declared run times and deadline windows)
   decide when a job expires (more likely than not to miss); a lane of GPUs that long jobs which
-  can wait leave to short and urgent ones; a fair-share nudge. See ``e31_priority`` and
-  ``e31_walk``.
+  can wait leave to short and urgent ones, wider while short jobs keep coming; a fair-share
+  nudge. See ``e31_priority``, ``e31_lanes`` and ``e31_walk``.
 """
 
 from __future__ import annotations
@@ -212,8 +212,8 @@ class RuntimeModel:
             for key in (team, None):
                 samples.setdefault(key, deque(maxlen=self.window)).append(actual_s / base_s)
 
-    def ratio(self, team: str, q: float) -> float:
-        """The q-quantile of actual / declared run time for the team's jobs."""
+    def ratio(self, team: str | None, q: float) -> float:
+        """The q-quantile of actual / declared run time for the team's jobs (None: everyone's)."""
         ratios, _ = self._learned(team)
         return _quantile(ratios, q) if ratios else 1.0
 
@@ -248,6 +248,38 @@ class RuntimeModel:
         return own if len(own) >= self.min_samples else samples.get(None, ())
 
 
+class ShortDemand:
+    """How many GPUs short jobs asked for lately, per hour of submit time over the last day: the
+    GPU-seconds declared by jobs of at most one machine whose declared run time is at most
+    ``short_s`` (2 h: declared times over-estimate, so most such jobs take under E31_SHORT_S).
+    Fed by the caller as jobs are submitted, so there is no look-ahead. It sizes
+    e31's lane (``e31_lanes``): a team that submits bursts of short jobs hour after hour needs
+    more GPUs kept free for them than one burst a week does."""
+
+    def __init__(self, short_s: float = 7200.0, machine_gpus: int = 8, bucket_s: float = 3600.0, span_s: float = 86400.0):
+        self.short_s = short_s
+        self.machine_gpus = machine_gpus
+        self.bucket_s = bucket_s
+        self.span_s = span_s
+        self._buckets: deque[list[float]] = deque()  # [bucket start, declared GPU-seconds]
+
+    def submitted(self, t: float, gpus: int, declared_s: float) -> None:
+        if gpus > self.machine_gpus or declared_s > self.short_s:
+            return
+        start = t - t % self.bucket_s
+        if not self._buckets or self._buckets[-1][0] < start:
+            self._buckets.append([start, 0.0])
+        self._buckets[-1][1] += gpus * declared_s
+        while self._buckets and self._buckets[0][0] < start - self.span_s:
+            self._buckets.popleft()
+
+    def busiest(self, now: float, rank: int = 1) -> float:
+        """The ``rank``-th busiest bucket of the last ``span_s`` (1: the busiest), as GPUs held
+        through it at the declared run times; 0 when fewer buckets saw short jobs."""
+        loads = sorted((load for start, load in self._buckets if start >= now - self.span_s), reverse=True)
+        return loads[rank - 1] / self.bucket_s if len(loads) >= rank else 0.0
+
+
 def _quantile(ordered: Sequence[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
 
@@ -269,6 +301,7 @@ class Snapshot:
     running: Sequence[Running] = ()
     usage: Mapping[str, float] = field(default_factory=dict)  # team -> decayed GPU-seconds
     runtimes: RuntimeModel = field(default_factory=RuntimeModel)
+    demand: ShortDemand | None = None  # short jobs' recent demand; None: e31's lane stays E31_LANE
 
     @cached_property
     def _usage_total(self) -> float:
@@ -492,6 +525,9 @@ def slurm_walk(ordered: Sequence[Pending], snap: Snapshot) -> Decision:
 # --- e31 -------------------------------------------------------------------------------------
 
 E31_LANE = 0.10  # share of the GPUs a long job may not take: kept for short or urgent jobs
+E31_LANE_MAX = 0.30  # the most the lane grows to while short jobs keep coming
+E31_VERY_LONG_S = 6 * 3600.0  # only jobs expected to take longer are held back by the grown lane
+E31_SUSTAINED_HOURS = 5  # the lane grows only when this many hours of the last day were busy with short jobs
 E31_SHORT_S = 3600.0  # a job expected to take at most this is short
 E31_URGENT_S = 900.0  # a job that must start within this to make its deadline is urgent
 E31_FAIR_SHARE = 0.25  # how far (in expected run times) fair-share moves a job in the queue
@@ -519,6 +555,24 @@ def e31_priority(job: Pending, snap: Snapshot) -> tuple:
     return (job.deadline + E31_FAIR_SHARE * over * expected_runtime(job, snap), job.submitted_at, job.id)
 
 
+def e31_lanes(snap: Snapshot) -> tuple[int, int]:
+    """GPUs kept from long jobs that can wait: E31_LANE of them from every long job, and, while
+    short jobs keep coming, more from very long ones (expected over E31_VERY_LONG_S): as many
+    as the busiest hour of short jobs of the last day held (``ShortDemand``, declared GPU time
+    x everyone's median actual / declared), up to E31_LANE_MAX. Sustained means at least
+    E31_SUSTAINED_HOURS such hours each needing the base lane: one burst is not worth days of
+    GPUs held back, and a lane that grows on every burst cost misses on quieter clusters."""
+    gpus = snap.cluster.gpus
+    base = int(E31_LANE * gpus)
+    if snap.demand is None:
+        return base, base
+    ratio = snap.runtimes.ratio(None, 0.5)
+    if snap.demand.busiest(snap.now, E31_SUSTAINED_HOURS) * ratio < E31_LANE * gpus:
+        return base, base
+    peak = snap.demand.busiest(snap.now) * ratio
+    return base, int(min(max(peak, E31_LANE * gpus), E31_LANE_MAX * gpus))
+
+
 def e31_walk(ordered: Sequence[Pending], snap: Snapshot) -> Decision:
     """EASY backfill in ``e31_priority`` order, with two rules of its own:
 
@@ -526,19 +580,22 @@ def e31_walk(ordered: Sequence[Pending], snap: Snapshot) -> Decision:
       now and its expected run time (``expected_runtime``, learned from finished jobs, not the
       over-estimated declared time) no longer fits before the deadline. Its GPUs go to jobs that
       can still make theirs.
-    - The last E31_LANE of the GPUs are a lane for short jobs (expected <= E31_SHORT_S) and urgent
+    - The last GPUs are a lane (``e31_lanes``) for short jobs (expected <= E31_SHORT_S) and urgent
       ones (latest start within E31_URGENT_S): a long job that can wait does not take them, so a
       burst of short jobs finds GPUs free instead of behind jobs that hold theirs for days. Jobs
       bigger than a machine are exempt (they use whole machines, which the lane does not count
-      on), and so are jobs too big to ever leave the lane free.
+      on), and so are jobs too big to ever leave the lane free. While short jobs keep coming the
+      lane is wider for very long jobs only.
     """
     now = snap.now
-    lane = int(E31_LANE * snap.cluster.gpus)
+    base, lane = e31_lanes(snap)
 
     def may_start(job: Pending, cluster: Cluster) -> bool:
         if job.gpus > cluster.machine_gpus or job.gpus > cluster.gpus - lane or cluster.free_gpus - job.gpus >= lane:
             return True  # whole machines, too big to leave the lane free anyway, or room beside it
         expected = expected_runtime(job, snap)
+        if cluster.free_gpus - job.gpus >= base and expected <= E31_VERY_LONG_S:
+            return True  # only very long jobs are kept from the part the lane grew by
         return expected <= E31_SHORT_S or (job.deadline is not None and job.deadline - expected - now <= E31_URGENT_S)
 
     return walk(

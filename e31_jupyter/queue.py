@@ -114,6 +114,8 @@ class Queue:
         self._pass_due = False  # a pass is set to run soon (_schedule_soon)
         self._line: Line | None = None  # the queue in order, for places in line
         self._line_made = (0.0, (0, 0))  # when (time.monotonic()) and at which store.version()
+        self._demand = policy.ShortDemand(machine_gpus=len(settings.inventory))
+        self._demand_row = 0  # the store's last job the demand has seen (rowid)
         self._ticker: asyncio.Task | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
 
@@ -403,10 +405,18 @@ class Queue:
         """Put the queued jobs in line as of ``now``; returns what the policy saw."""
         version = self.store.version()
         queued = [_pending(j) for j in self.store.queued_requests()]
-        snapshot = _snapshot(self.store, self.settings.inventory, now, running)
+        snapshot = _snapshot(self.store, self.settings.inventory, now, running, self._short_demand(now))
         self._line = Line(self.policy.priority, snapshot, queued)
         self._line_made = (time.monotonic(), version)
         return snapshot
+
+    def _short_demand(self, now: float) -> policy.ShortDemand:
+        """What short jobs asked for over the last day (it sizes the e31 policy's lane), fed with
+        the jobs recorded since the last look, by any server."""
+        for job in self.store.submitted_after(self._demand_row, now - self._demand.span_s):
+            self._demand.submitted(job["submitted_at"], job["gpus_requested"], _pending(job).estimate)
+            self._demand_row = job["row"]
+        return self._demand
 
     def _leave_line(self, job_id: str) -> None:
         if self._line is not None:
@@ -756,10 +766,14 @@ def _team(job: dict) -> str:
     return job["team"] or job["owner"]
 
 
-def _snapshot(store: Store, inventory: list[str], now: float, running: list[dict] | None = None) -> policy.Snapshot:
+def _snapshot(
+    store: Store, inventory: list[str], now: float, running: list[dict] | None = None,
+    demand: policy.ShortDemand | None = None,
+) -> policy.Snapshot:
     """What the policy sees: this machine's GPUs (one machine), the running jobs, each team's
     fair-share usage (the meter's GPU-seconds, decayed) and run times learned from jobs that
-    succeeded, all from the jobs held in the last few fair-share half-lives."""
+    succeeded, all from the jobs held in the last few fair-share half-lives; and short jobs'
+    recent demand."""  # fmt: skip
     if running is None:
         running = store.jobs((JobState.RUNNING.value,))
     free = len(inventory) - sum(len(j["granted"]) for j in running)
@@ -773,7 +787,7 @@ def _snapshot(store: Store, inventory: list[str], now: float, running: list[dict
         window = job["deadline"] - job["submitted_at"] if job["deadline"] is not None else None
         runtimes.observe(_team(job), _pending(job).estimate, job["finished_at"] - job["started_at"], deadline_window_s=window)
     cluster = policy.Cluster.one_machine(len(inventory), free)
-    return policy.Snapshot(now, cluster, [_running(j) for j in running], usage, runtimes)
+    return policy.Snapshot(now, cluster, [_running(j) for j in running], usage, runtimes, demand)
 
 
 def _data_paths(value, root_dir: Path) -> list[Path]:

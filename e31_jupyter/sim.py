@@ -9,7 +9,8 @@ priorities go stale (``Policy.refresh_s``).
 
 Fair-share usage is the meter's GPU-seconds (GPUs x time held), decayed by
 ``policy.FAIR_SHARE_HALF_LIFE_S``; run-time estimates are learned only from jobs that have ended
-(their declared run time, their deadline window and what they took).
+(their declared run time, their deadline window and what they took), short jobs' demand only from
+jobs already submitted.
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from .policy import (
     Policy,
     Running,
     RuntimeModel,
+    ShortDemand,
     Snapshot,
 )
 
@@ -132,6 +134,7 @@ class Simulation:
         self.waiting: dict[str, Pending] = {}
         self.usage = _Usage(self.jobs[0].submitted_at if self.jobs else 0.0)
         self.runtimes = RuntimeModel()
+        self.demand = ShortDemand(machine_gpus=machine_gpus)
 
     def run(self) -> list[Outcome]:
         arrivals = deque(self.jobs)
@@ -157,12 +160,13 @@ class Simulation:
         return [self.outcomes[j.id] for j in self.jobs]
 
     def _snapshot(self, now: float) -> Snapshot:
-        return Snapshot(now, self.cluster, list(self.running.values()), self.usage.at(now), self.runtimes)
+        return Snapshot(now, self.cluster, list(self.running.values()), self.usage.at(now), self.runtimes, self.demand)
 
     def _arrive(self, job: TraceJob, snap: Snapshot) -> None:
         pending = job.pending()
         self.waiting[job.id] = pending
         self.usage.join(job.team)
+        self.demand.submitted(job.submitted_at, job.gpus, job.max_runtime)
         insort(self.queue, (self.policy.priority(pending, snap), job.id))
 
     def _resort(self, snap: Snapshot) -> None:

@@ -228,6 +228,16 @@ class Store:
         with self._lock:
             return self._db.execute(f"SELECT {', '.join(REQUEST_COLUMNS)} FROM jobs WHERE state = 'queued'").fetchall()
 
+    def submitted_after(self, row: int, since: float) -> list[sqlite3.Row]:
+        """Jobs recorded after the one at ``row`` (SQLite's rowid: the order of recording) and
+        submitted after ``since``, in that order, with their ``row`` and REQUEST_COLUMNS."""
+        with self._lock:
+            return self._db.execute(
+                f"SELECT rowid AS row, {', '.join(REQUEST_COLUMNS)} FROM jobs"
+                " WHERE rowid > ? AND submitted_at > ? ORDER BY rowid",
+                (row, since),
+            ).fetchall()
+
     def count(self, states: tuple[str, ...] | None = None, owner: str | None = None) -> int:
         where, params = _filters(states, owner, None)
         sql = "SELECT COUNT(*) FROM jobs" + (f" WHERE {' AND '.join(where)}" if where else "")

@@ -14,7 +14,9 @@ from e31_jupyter.policy import (
     Policy,
     Running,
     RuntimeModel,
+    ShortDemand,
     Snapshot,
+    e31_lanes,
 )
 from e31_jupyter.sim import TraceJob, simulate
 
@@ -245,6 +247,47 @@ def test_e31_lets_short_and_urgent_jobs_into_the_lane():
     short = pending("short", max_runtime=1800, deadline=NOW + 24 * 3600)
     urgent = pending("urgent", max_runtime=8 * 3600, deadline=NOW + 8 * 3600 + 600)
     assert sorted(decide("e31", [short, urgent], _lane_case()).start) == ["short", "urgent"]
+
+
+def _short_bursts(hours: int, gpus_per_hour: int, busiest: int = 0) -> ShortDemand:
+    """Hour after hour of short one-GPU jobs, declared at one hour each, ending just before NOW;
+    the last hour ``busiest`` GPUs' worth instead when given."""
+    demand = ShortDemand()
+    for hour in range(hours):
+        for _ in range(busiest if busiest and hour == hours - 1 else gpus_per_hour):
+            demand.submitted(NOW - (hours - hour) * 3600, 1, 3600.0)
+    return demand
+
+
+def test_short_demand_counts_short_jobs_of_one_machine_and_forgets_after_a_day():
+    demand = ShortDemand()
+    demand.submitted(NOW - 1800, 2, 3600.0)
+    demand.submitted(NOW - 1800, 1, 5 * 3600.0)  # not short
+    demand.submitted(NOW - 1800, 16, 600.0)  # bigger than a machine
+    assert demand.busiest(NOW) == 2.0 and demand.busiest(NOW, 2) == 0.0
+    assert demand.busiest(NOW + 2 * 86400) == 0.0
+
+
+def test_the_lane_grows_only_while_short_jobs_keep_coming():
+    def lanes(demand):
+        snap = _lane_case()
+        snap.demand = demand
+        return e31_lanes(snap)
+
+    assert lanes(None) == (4, 4)
+    assert lanes(_short_bursts(1, 20)) == (4, 4)  # one burst
+    assert lanes(_short_bursts(6, 4, busiest=10)) == (4, 10)  # hour after hour: the busiest hour
+    assert lanes(_short_bursts(6, 40)) == (4, 12)  # at most E31_LANE_MAX (30% of 40)
+
+
+def test_the_grown_lane_holds_back_very_long_jobs_only():
+    busy = [Running(f"r{m}", 8, NOW - 10, 10_000, (m,)) for m in range(3)] + [Running("r3", 6, NOW - 10, 10_000, (3,))]
+    free_10 = snapshot([0, 0, 0, 2, 8], busy)  # 40 GPUs, 10 free: more than the base lane of 4
+    few_hours = pending("few_hours", max_runtime=3 * 3600, deadline=NOW + 24 * 3600)
+    very_long = pending("very_long", max_runtime=12 * 3600, deadline=NOW + 48 * 3600)
+    assert sorted(decide("e31", [few_hours, very_long], free_10).start) == ["few_hours", "very_long"]
+    free_10.demand = _short_bursts(6, 40)  # the lane grows to 12 GPUs
+    assert decide("e31", [few_hours, very_long], free_10).start == ["few_hours"]
 
 
 def test_e31_serves_a_team_under_its_share_before_one_over_it():

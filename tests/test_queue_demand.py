@@ -1,0 +1,28 @@
+"""The live queue feeds the e31 policy the same short-job demand the simulator does."""
+
+from __future__ import annotations
+
+import time
+
+from e31_jupyter.queue import Queue, Settings
+
+
+def _job(job_id: str, submitted_at: float, gpus: int, expected_s: float) -> dict:
+    return {
+        "id": job_id, "owner": "ann", "name": job_id, "team": "", "state": "queued",
+        "gpus_requested": gpus, "max_runtime_s": 86400.0, "expected_runtime_s": expected_s,
+        "max_runtime_given": 0, "deadline": None, "submitted_at": submitted_at,
+    }  # fmt: skip
+
+
+def test_short_jobs_of_the_last_day_are_counted_once_whoever_recorded_them(tmp_path):
+    queue = Queue(tmp_path / "data", backend=None, settings=Settings(inventory=[str(i) for i in range(8)]))
+    now = time.time() // 3600 * 3600 + 1800  # mid-hour: the jobs below share an hour's bucket
+    queue.store.insert_job(_job("old", now - 2 * 86400, 4, 600.0), "submitted")  # more than a day ago
+    queue.store.insert_job(_job("short", now - 60, 2, 1800.0), "submitted")
+    queue.store.insert_job(_job("long", now - 30, 2, 10 * 3600.0), "submitted")  # not short
+    assert queue._short_demand(now).busiest(now) == 2 * 1800.0 / 3600.0
+
+    queue.store.insert_job(_job("more", now - 10, 1, 3600.0), "submitted")
+    assert queue._short_demand(now).busiest(now) == (2 * 1800.0 + 3600.0) / 3600.0  # no job twice
+    queue.store.close()
