@@ -169,7 +169,7 @@ def test_submit_notebook_with_parameters(kernel, client):
 
 
 def test_line_commands(kernel, client, gated):
-    job = gated.submit(client, "listed", gpus=1)
+    job = wait_state(client, gated.submit(client, "listed", gpus=1)["id"], "running")
     listing = kernel.run("%e31 jobs").displays  # the jobs widget
     assert any("application/vnd.jupyter.widget-view+json" in d and "JobsWidget" in d["text/plain"] for d in listing)
     assert job["id"] in kernel.run("%e31 jobs --state running").stdout  # with options: the CLI's table
