@@ -282,6 +282,7 @@ def launcher_argv(command: str, extra: list[str], as_root: bool | None = None) -
         "jupyter_server",
         f"--ServerApp.jpserver_extensions={extensions!r}",
         "--ServerApp.open_browser=False",
+        "--ServerApp.reraise_server_extension_failures=True",  # a server without its queue is no use
         *root_flag,
         *extra,
     ]

@@ -114,7 +114,7 @@ class Queue:
         self._pass_due = False  # a pass is set to run soon (_schedule_soon)
         self._line: Line | None = None  # the queue in order, for places in line
         self._line_made = (0.0, (0, 0))  # when (time.monotonic()) and at which store.version()
-        self._demand = policy.ShortDemand(machine_gpus=len(settings.inventory))
+        self._demand = policy.ShortDemand(machine_gpus=len(settings.inventory or ()))  # None: a cluster's
         self._demand_row = 0  # the store's last job the demand has seen (rowid)
         self._ticker: asyncio.Task | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
