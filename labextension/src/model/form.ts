@@ -97,6 +97,15 @@ export interface IFormResult<T> {
   errors: Record<string, string>;
 }
 
+/** Form fields sent as typed (trimmed), and their names in a submit or resubmit request. */
+const TEXT_FIELDS: [keyof ISubmitForm, keyof ISubmitRequest & keyof IResubmitRequest][] = [
+  ['deadline', 'deadline'],
+  ['maxRuntime', 'max_runtime'],
+  ['expectedRuntime', 'expected_runtime'],
+  ['name', 'name'],
+  ['team', 'team']
+];
+
 /** A new job's request from the form; empty fields are left to the server's defaults. */
 export function submitRequest(
   form: ISubmitForm,
@@ -113,14 +122,7 @@ export function submitRequest(
   if (gpus !== undefined) {
     request.gpus = gpus;
   }
-  const text: [keyof ISubmitForm, keyof ISubmitRequest][] = [
-    ['deadline', 'deadline'],
-    ['maxRuntime', 'max_runtime'],
-    ['expectedRuntime', 'expected_runtime'],
-    ['name', 'name'],
-    ['team', 'team']
-  ];
-  for (const [field, key] of text) {
+  for (const [field, key] of TEXT_FIELDS) {
     const value = String(form[field]).trim();
     if (value) {
       (request as any)[key] = value;
@@ -159,14 +161,7 @@ export function resubmitRequest(
       request.gpus = gpus;
     }
   }
-  const text: [keyof ISubmitForm, keyof IResubmitRequest][] = [
-    ['deadline', 'deadline'],
-    ['maxRuntime', 'max_runtime'],
-    ['expectedRuntime', 'expected_runtime'],
-    ['name', 'name'],
-    ['team', 'team']
-  ];
-  for (const [field, key] of text) {
+  for (const [field, key] of TEXT_FIELDS) {
     const value = String(form[field]).trim();
     if (value && value !== String(original[field]).trim()) {
       (request as any)[key] = value;

@@ -87,8 +87,11 @@ export function parseParameters(source: string): IParameter[] {
   return Array.from(found.values());
 }
 
-/** Split a line into code and its trailing `#` comment, ignoring `#` inside strings. */
-function splitComment(line: string): { code: string; comment: string } {
+/**
+ * The characters of a line of Python that are code, not inside a string literal, with their
+ * index; stops early when `visit` returns true.
+ */
+function eachCodeChar(line: string, visit: (c: string, i: number) => boolean | void): void {
   let quote: string | null = null;
   for (let i = 0; i < line.length; i++) {
     const c = line[i];
@@ -100,32 +103,33 @@ function splitComment(line: string): { code: string; comment: string } {
       }
     } else if (c === '"' || c === "'") {
       quote = c;
-    } else if (c === '#') {
-      return { code: line.slice(0, i), comment: line.slice(i + 1).trim() };
+    } else if (visit(c, i)) {
+      return;
     }
   }
-  return { code: line, comment: '' };
+}
+
+/** Split a line into code and its trailing `#` comment, ignoring `#` inside strings. */
+function splitComment(line: string): { code: string; comment: string } {
+  let split = { code: line, comment: '' };
+  eachCodeChar(line, (c, i) => {
+    if (c === '#') {
+      split = { code: line.slice(0, i), comment: line.slice(i + 1).trim() };
+      return true;
+    }
+  });
+  return split;
 }
 
 function bracketDepth(code: string): number {
   let depth = 0;
-  let quote: string | null = null;
-  for (let i = 0; i < code.length; i++) {
-    const c = code[i];
-    if (quote) {
-      if (c === '\\') {
-        i++;
-      } else if (c === quote) {
-        quote = null;
-      }
-    } else if (c === '"' || c === "'") {
-      quote = c;
-    } else if ('([{'.includes(c)) {
+  eachCodeChar(code, c => {
+    if ('([{'.includes(c)) {
       depth++;
     } else if (')]}'.includes(c)) {
       depth--;
     }
-  }
+  });
   return depth;
 }
 
