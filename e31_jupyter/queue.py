@@ -361,8 +361,8 @@ class Queue:
         ids: list[str] | None = None, before: str | None = None, limit: int = PAGE_SIZE,
     ) -> tuple[list[dict], str | None]:
         """A page of the caller's jobs (all jobs for an admin), newest first: at most ``limit``,
-        only those in ``ids`` when given, submitted before job ``before``; and the id to ask ``before`` for the next page (None
-        when this page is the last)."""  # fmt: skip
+        only those in ``ids`` when given, submitted before job ``before``; and the id to ask
+        ``before`` for the next page (None when this page is the last)."""  # fmt: skip
         if state is not None and state not in {s.value for s in JobState}:
             raise InvalidRequest(
                 f"state: unknown state {state!r}. Allowed: {', '.join(s.value for s in JobState)}."
