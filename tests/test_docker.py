@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 from conftest import ts, wait_for, wait_state, write_notebook
+from support import cannot_run_here
 from docker_fixtures import BARE_IMAGE, FULL_IMAGE, DockerEngine, build_test_images, why_no_docker
 
 import e31_jupyter
@@ -37,7 +38,7 @@ def engine(tmp_path_factory):
     """dockerd on its own socket with e31-test:full and e31-test:bare, for the whole session."""
     reason = why_no_docker()
     if reason:
-        pytest.skip(reason)
+        cannot_run_here(reason)
     engine = DockerEngine(tmp_path_factory.mktemp("dockerd")).start()
     try:
         build_test_images(engine, engine.root)

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 from conftest import ts, wait_for, wait_state, write_notebook
+from support import cannot_run_here
 from slurm_cluster import SlurmCluster, why_no_slurm
 
 from e31_jupyter.backends.slurm import (
@@ -43,7 +44,7 @@ def slurm(tmp_path_factory):
     """slurmctld, slurmd and munged for the whole session; Slurm commands find them via SLURM_CONF."""
     reason = why_no_slurm()
     if reason:
-        pytest.skip(reason)
+        cannot_run_here(reason)
     cluster = SlurmCluster(tmp_path_factory.mktemp("slurm")).start()
     environment = pytest.MonkeyPatch()
     environment.setenv("SLURM_CONF", str(cluster.conf))

@@ -7,7 +7,7 @@ import subprocess
 
 import pytest
 import requests
-from support import wait_state, write_notebook
+from support import cannot_run_here, wait_state, write_notebook
 
 from e31_jupyter.client import E31Client
 
@@ -18,7 +18,7 @@ def small_disk(tmp_path):
     mount_point = tmp_path / "small"
     mount_point.mkdir()
     if os.geteuid() != 0:
-        pytest.skip("mounting a small filesystem needs root (CI runs as root)")
+        cannot_run_here("mounting a small filesystem needs root (CI runs as root)")
     subprocess.run(["mount", "-t", "tmpfs", "-o", "size=48m", "tmpfs", str(mount_point)], check=True)
     yield mount_point
     subprocess.run(["umount", "-l", str(mount_point)], check=False)
