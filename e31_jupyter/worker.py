@@ -11,8 +11,10 @@ from __future__ import annotations
 import gc
 import logging
 import os
+import shutil
 import signal
 import sys
+import tempfile
 import threading
 import time
 
@@ -78,6 +80,24 @@ def _progress_engine(progress: Progress):
     return ProgressEngine
 
 
+def _unix_socket_kernels(folder: str):
+    """A kernel manager whose kernel talks over unix sockets in ``folder``. Over TCP, the client
+    picks free ports and the kernel binds them a moment later: two jobs starting at once can take
+    each other's port, and the loser fails with "Kernel didn't respond". Sockets named in a
+    folder of the job's own cannot collide (and ``folder`` is short: socket paths are limited)."""
+    from jupyter_client.manager import AsyncKernelManager  # nbclient's default
+    from traitlets import CaselessStrEnum, default
+
+    class UnixSocketKernelManager(AsyncKernelManager):
+        transport = CaselessStrEnum(["tcp", "ipc"], default_value="ipc")
+
+        @default("ip")
+        def _socket_path(self):
+            return os.path.join(folder, "kernel")
+
+    return UnixSocketKernelManager
+
+
 def _on_sigterm(signum, frame):
     raise Stopped()
 
@@ -98,6 +118,7 @@ def run(jobdir: JobDir) -> dict:
         cells = len(nbformat.read(jobdir.input_notebook, as_version=4).cells)
         progress.write(cells_total=cells + (1 if spec["parameters"] else 0))  # + injected cell
         papermill_engines.register("e31", _progress_engine(progress))
+        sockets = tempfile.mkdtemp(prefix="e31-kernel-")
         try:
             papermill.execute_notebook(
                 str(jobdir.input_notebook),
@@ -109,6 +130,7 @@ def run(jobdir: JobDir) -> dict:
                 progress_bar=False,
                 log_output=True,
                 request_save_on_cell_execute=True,
+                kernel_manager_class=_unix_socket_kernels(sockets),
             )
             status = "succeeded"
         except Stopped:
@@ -117,6 +139,8 @@ def run(jobdir: JobDir) -> dict:
             reason = f"cell {error.exec_count or error.cell_index} raised {error.ename}: {error.evalue}"
         except Exception as error:  # the process decides the state; the reason says what happened
             reason = _describe(error)
+        finally:
+            shutil.rmtree(sockets, ignore_errors=True)
     signal.signal(signal.SIGTERM, signal.SIG_IGN)  # the notebook is done; let the results land
     finished_at = time.time()
     baseline = jobdir.read_json(jobdir.baseline, {})
