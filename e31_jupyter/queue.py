@@ -38,7 +38,6 @@ from .job import (
     JobSpec,
     JobState,
     Limits,
-    Request,
     iso,
     string_list,
     validate_image,
@@ -48,6 +47,7 @@ from .job import (
     validate_text,
 )
 from .jobdir import JobDir, write_json_atomic
+from .history import History, pending
 from .line import Line
 from .packaging import kernel_of, notebook_from_request
 from .store import Store
@@ -114,8 +114,7 @@ class Queue:
         self._pass_due = False  # a pass is set to run soon (_schedule_soon)
         self._line: Line | None = None  # the queue in order, for places in line
         self._line_made = (0.0, (0, 0))  # when (time.monotonic()) and at which store.version()
-        self._demand = policy.ShortDemand(machine_gpus=len(settings.inventory or ()))  # None: a cluster's
-        self._demand_row = 0  # the store's last job the demand has seen (rowid)
+        self.history = History(self.store, machine_gpus=len(settings.inventory or ()))  # None: a cluster's
         self._ticker: asyncio.Task | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
 
@@ -229,7 +228,7 @@ class Queue:
         job = self.store.get(job_id)
         line = self.positions()
         if job["state"] == JobState.QUEUED.value and isinstance(line, Line):
-            line.join(_pending(job))
+            line.join(pending(job))
         self._schedule_soon()
         return self.describe(job, line), warnings
 
@@ -404,19 +403,13 @@ class Queue:
     def _make_line(self, now: float, running: list[dict] | None = None) -> policy.Snapshot:
         """Put the queued jobs in line as of ``now``; returns what the policy saw."""
         version = self.store.version()
-        queued = [_pending(j) for j in self.store.queued_requests()]
-        snapshot = _snapshot(self.store, self.settings.inventory, now, running, self._short_demand(now))
+        queued = [pending(j) for j in self.store.queued_requests()]
+        if running is None:
+            running = self.store.jobs((JobState.RUNNING.value,), brief=True)
+        snapshot = self.history.snapshot(now, self.settings.inventory, running)
         self._line = Line(self.policy.priority, snapshot, queued)
         self._line_made = (time.monotonic(), version)
         return snapshot
-
-    def _short_demand(self, now: float) -> policy.ShortDemand:
-        """What short jobs asked for over the last day (it sizes the e31 policy's lane), fed with
-        the jobs recorded since the last look, by any server."""
-        for job in self.store.submitted_after(self._demand_row, now - self._demand.span_s):
-            self._demand.submitted(job["submitted_at"], job["gpus_requested"], _pending(job).estimate)
-            self._demand_row = job["row"]
-        return self._demand
 
     def _leave_line(self, job_id: str) -> None:
         if self._line is not None:
@@ -744,50 +737,6 @@ def _final_state(job: dict, manifest: dict | None, exit_code: int | None, start_
     if exit_code is not None and exit_code < 0:
         return "failed", f"worker killed by {signal.Signals(-exit_code).name}; partial results kept"
     return "failed", "lost: the job's process ended without writing a result manifest"
-
-
-def _pending(job: dict) -> policy.Pending:
-    request = Request(
-        job["gpus_requested"], job["max_runtime_s"], job["expected_runtime_s"],
-        job["deadline"], bool(job["max_runtime_given"]),
-    )  # fmt: skip
-    return policy.Pending(
-        job["id"], request.gpus, job["submitted_at"], request.max_runtime_s,
-        request.runtime_estimate(), request.deadline, _team(job),
-    )  # fmt: skip
-
-
-def _running(job: dict) -> policy.Running:
-    return policy.Running(job["id"], len(job["granted"]), job["started_at"], job["max_runtime_s"])
-
-
-def _team(job: dict) -> str:
-    """Who fair-share charges: the job's team, else its owner."""
-    return job["team"] or job["owner"]
-
-
-def _snapshot(
-    store: Store, inventory: list[str], now: float, running: list[dict] | None = None,
-    demand: policy.ShortDemand | None = None,
-) -> policy.Snapshot:
-    """What the policy sees: this machine's GPUs (one machine), the running jobs, each team's
-    fair-share usage (the meter's GPU-seconds, decayed) and run times learned from jobs that
-    succeeded, all from the jobs held in the last few fair-share half-lives; and short jobs'
-    recent demand."""  # fmt: skip
-    if running is None:
-        running = store.jobs((JobState.RUNNING.value,))
-    free = len(inventory) - sum(len(j["granted"]) for j in running)
-    recent = store.held_between(now - 4 * policy.FAIR_SHARE_HALF_LIFE_S, now)
-    usage: dict[str, float] = {}
-    for job in recent:
-        ended_ago = now - job["finished_at"] if job["finished_at"] is not None else 0.0
-        usage[_team(job)] = usage.get(_team(job), 0.0) + policy.decayed(meter.gpu_seconds(job, now), ended_ago)
-    runtimes = policy.RuntimeModel()
-    for job in sorted((j for j in recent if j["state"] == JobState.SUCCEEDED.value), key=lambda j: j["finished_at"]):
-        window = job["deadline"] - job["submitted_at"] if job["deadline"] is not None else None
-        runtimes.observe(_team(job), _pending(job).estimate, job["finished_at"] - job["started_at"], deadline_window_s=window)
-    cluster = policy.Cluster.one_machine(len(inventory), free)
-    return policy.Snapshot(now, cluster, [_running(j) for j in running], usage, runtimes, demand)
 
 
 def _data_paths(value, root_dir: Path) -> list[Path]:

@@ -24,7 +24,6 @@ from dataclasses import dataclass
 from typing import Iterable, Sequence
 
 from .policy import (
-    FAIR_SHARE_HALF_LIFE_S,
     Cluster,
     Pending,
     Policy,
@@ -32,6 +31,7 @@ from .policy import (
     RuntimeModel,
     ShortDemand,
     Snapshot,
+    Usage,
 )
 
 TICK_S = 300.0
@@ -85,39 +85,6 @@ class Outcome:
         return self.finished_at is not None and self.finished_at <= self.job.deadline
 
 
-class _Usage:
-    """Per-team fair-share usage: ended jobs' GPU-seconds decayed since they ended, plus running
-    jobs' GPU-seconds so far. Ended usage is kept scaled to a fixed reference time, so it decays
-    without touching every team at every event."""
-
-    def __init__(self, t0: float):
-        self.t0 = t0
-        self.ended: dict[str, float] = defaultdict(float)
-        self.gpus: dict[str, float] = defaultdict(float)  # GPUs held now
-        self.gpu_starts: dict[str, float] = defaultdict(float)  # sum of gpus x started_at
-
-    def _scale(self, t: float) -> float:
-        return 2.0 ** ((t - self.t0) / FAIR_SHARE_HALF_LIFE_S)
-
-    def join(self, team: str) -> None:
-        """A team counts toward the equal shares from its first job on."""
-        self.ended[team] += 0.0
-
-    def start(self, team: str, gpus: int, t: float) -> None:
-        self.gpus[team] += gpus
-        self.gpu_starts[team] += gpus * t
-
-    def end(self, team: str, gpus: int, started_at: float, t: float) -> None:
-        self.gpus[team] -= gpus
-        self.gpu_starts[team] -= gpus * started_at
-        self.ended[team] += gpus * (t - started_at) * self._scale(t)
-
-    def at(self, t: float) -> dict[str, float]:
-        scale = 1.0 / self._scale(t)
-        teams = self.ended.keys() | self.gpus.keys()
-        return {team: self.ended.get(team, 0.0) * scale + self.gpus.get(team, 0.0) * t - self.gpu_starts.get(team, 0.0) for team in teams}
-
-
 class Simulation:
     """One replay: the cluster, the queue in the policy's order, the running jobs, and what the
     policy may learn (fair-share usage, run times of jobs that ended)."""
@@ -132,7 +99,7 @@ class Simulation:
         self.ends: list[tuple[float, str]] = []  # heap of (end, job id)
         self.queue: list[tuple] = []  # (priority, job id), sorted
         self.waiting: dict[str, Pending] = {}
-        self.usage = _Usage(self.jobs[0].submitted_at if self.jobs else 0.0)
+        self.usage = Usage(self.jobs[0].submitted_at if self.jobs else 0.0)
         self.runtimes = RuntimeModel()
         self.demand = ShortDemand(machine_gpus=machine_gpus)
 

@@ -14,6 +14,8 @@ import sqlite3
 import threading
 from pathlib import Path
 
+from .job import FINAL_STATES
+
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS jobs (
     id TEXT PRIMARY KEY,
@@ -237,6 +239,26 @@ class Store:
                 " WHERE rowid > ? AND submitted_at > ? ORDER BY rowid",
                 (row, since),
             ).fetchall()
+
+    def ended_after(self, seq: int, since: float | None = None) -> list[dict]:
+        """Jobs that held GPUs and ended (a transition to an end state numbered after ``seq``, by
+        any server), in the order they ended, with that transition's ``seq`` and BRIEF_COLUMNS;
+        with ``since``, only those that finished after it."""
+        sql = (
+            f"SELECT t.seq, {', '.join('j.' + c for c in BRIEF_COLUMNS)} FROM transitions t JOIN jobs j ON j.id = t.job_id"
+            f" WHERE t.seq > ? AND t.to_state IN ({', '.join('?' * len(FINAL_STATES))}) AND j.started_at IS NOT NULL"
+        )
+        params = [seq, *FINAL_STATES]
+        if since is not None:
+            sql += " AND j.finished_at > ?"
+            params.append(since)
+        with self._lock:
+            return [_row(r) for r in self._db.execute(sql + " ORDER BY t.seq", params)]
+
+    def last_transition(self) -> int:
+        """The number of the latest transition recorded (0 before any)."""
+        with self._lock:
+            return self._db.execute("SELECT COALESCE(MAX(seq), 0) FROM transitions").fetchone()[0]
 
     def count(self, states: tuple[str, ...] | None = None, owner: str | None = None) -> int:
         where, params = _filters(states, owner, None)

@@ -15,14 +15,18 @@ def _job(job_id: str, submitted_at: float, gpus: int, expected_s: float) -> dict
     }  # fmt: skip
 
 
+def _demand(queue: Queue, now: float) -> float:
+    return queue.history.snapshot(now, queue.settings.inventory, []).demand.busiest(now)
+
+
 def test_short_jobs_of_the_last_day_are_counted_once_whoever_recorded_them(tmp_path):
     queue = Queue(tmp_path / "data", backend=None, settings=Settings(inventory=[str(i) for i in range(8)]))
     now = time.time() // 3600 * 3600 + 1800  # mid-hour: the jobs below share an hour's bucket
     queue.store.insert_job(_job("old", now - 2 * 86400, 4, 600.0), "submitted")  # more than a day ago
     queue.store.insert_job(_job("short", now - 60, 2, 1800.0), "submitted")
     queue.store.insert_job(_job("long", now - 30, 2, 10 * 3600.0), "submitted")  # not short
-    assert queue._short_demand(now).busiest(now) == 2 * 1800.0 / 3600.0
+    assert _demand(queue, now) == 2 * 1800.0 / 3600.0
 
     queue.store.insert_job(_job("more", now - 10, 1, 3600.0), "submitted")
-    assert queue._short_demand(now).busiest(now) == (2 * 1800.0 + 3600.0) / 3600.0  # no job twice
+    assert _demand(queue, now) == (2 * 1800.0 + 3600.0) / 3600.0  # no job twice
     queue.store.close()

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from e31_jupyter.policy import FAIR_SHARE_HALF_LIFE_S, POLICIES, Policy, decayed
-from e31_jupyter.sim import Outcome, Simulation, TraceJob, _Usage, simulate, summarise, synthesise
+from e31_jupyter.policy import FAIR_SHARE_HALF_LIFE_S, POLICIES, Policy, Usage, decayed
+from e31_jupyter.sim import Outcome, Simulation, TraceJob, simulate, summarise, synthesise
 
 BENCHMARK = Path(__file__).resolve().parent.parent / "benchmarks" / "scheduling.py"
 
@@ -114,7 +114,7 @@ def test_the_whole_trace_replays_deterministically():
 
 
 def test_fair_share_usage_is_the_meter_decayed():
-    usage = _Usage(t0=0.0)
+    usage = Usage(t0=0.0)
     usage.start("a", 2, 0.0)
     usage.start("b", 1, 50.0)
     usage.end("a", 2, 0.0, 100.0)

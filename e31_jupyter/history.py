@@ -1,0 +1,96 @@
+"""What the scheduler learns from the store's past, and the snapshot a policy sees.
+
+A policy is pure (``policy.py``); this turns the store's rows into its nouns: queued jobs into
+``Pending``, running ones into ``Running``, and the past into fair-share usage, run times of
+finished jobs and short jobs' recent demand.
+
+The past is read incrementally, whichever server wrote it: jobs that ended are taken from the
+store's log of transitions after the last one seen, jobs submitted from the rows recorded after
+the last one seen. A scheduling pass therefore reads only what changed since the one before,
+not weeks of finished jobs. After a restart the first pass reads the last
+HISTORY_HALF_LIVES fair-share half-lives once.
+"""
+
+from __future__ import annotations
+
+from . import meter, policy
+from .job import JobState, Request
+from .store import Store
+
+HISTORY_HALF_LIVES = 4  # how far back a restarted scheduler reads: usage older weighs 1/16 or less
+
+
+def pending(job) -> policy.Pending:
+    """A queued job as the policy sees it (a row with at least the store's REQUEST_COLUMNS)."""
+    request = Request(
+        job["gpus_requested"], job["max_runtime_s"], job["expected_runtime_s"],
+        job["deadline"], bool(job["max_runtime_given"]),
+    )  # fmt: skip
+    return policy.Pending(
+        job["id"], request.gpus, job["submitted_at"], request.max_runtime_s,
+        request.runtime_estimate(), request.deadline, team(job),
+    )  # fmt: skip
+
+
+def running(job: dict) -> policy.Running:
+    return policy.Running(job["id"], len(job["granted"]), job["started_at"], job["max_runtime_s"])
+
+
+def team(job) -> str:
+    """Who fair-share charges: the job's team, else its owner."""
+    return job["team"] or job["owner"]
+
+
+class History:
+    """Fair-share usage of ended jobs, run times of jobs that succeeded, and short jobs' demand,
+    each brought up to date from the store when asked."""
+
+    def __init__(self, store: Store, machine_gpus: int):
+        self.store = store
+        self.usage: policy.Usage | None = None  # made at the first read
+        self.runtimes = policy.RuntimeModel()
+        self.demand = policy.ShortDemand(machine_gpus=machine_gpus)
+        self._ended_seq = 0  # the last transition to an end state seen
+        self._submitted_row = 0  # the last job recorded that the demand has seen (rowid)
+
+    def snapshot(self, now: float, inventory: list[str], running_jobs: list[dict]) -> policy.Snapshot:
+        """The world as the policy sees it on this machine (one machine of ``inventory``'s GPUs)
+        with ``running_jobs`` holding theirs."""
+        self._read_ended(now)
+        self._read_submitted(now)
+        free = len(inventory) - sum(len(j["granted"]) for j in running_jobs)
+        return policy.Snapshot(
+            now,
+            policy.Cluster.one_machine(len(inventory), free),
+            [running(j) for j in running_jobs],
+            self._usage_at(now, running_jobs),
+            self.runtimes,
+            self.demand,
+        )
+
+    def _usage_at(self, now: float, running_jobs: list[dict]) -> dict[str, float]:
+        """Each team's decayed GPU-seconds: those of ended jobs, and running jobs' so far."""
+        usage = self.usage.at(now)
+        for job in running_jobs:
+            usage[team(job)] = usage.get(team(job), 0.0) + meter.gpu_seconds(job, now)
+        return usage
+
+    def _read_ended(self, now: float) -> None:
+        if self.usage is None:  # the first read: only the recent past, from the start of the log
+            self.usage = policy.Usage(t0=now)
+            self._ended_seq = self.store.last_transition()
+            jobs = self.store.ended_after(0, since=now - HISTORY_HALF_LIVES * policy.FAIR_SHARE_HALF_LIFE_S)
+        else:
+            jobs = self.store.ended_after(self._ended_seq)
+        for job in jobs:
+            self._ended_seq = max(self._ended_seq, job["seq"])
+            self.usage.ended(team(job), meter.gpu_seconds(job, now), job["finished_at"])
+            if job["state"] == JobState.SUCCEEDED.value:
+                window = job["deadline"] - job["submitted_at"] if job["deadline"] is not None else None
+                took = job["finished_at"] - job["started_at"]
+                self.runtimes.observe(team(job), pending(job).estimate, took, deadline_window_s=window)
+
+    def _read_submitted(self, now: float) -> None:
+        for job in self.store.submitted_after(self._submitted_row, now - self.demand.span_s):
+            self.demand.submitted(job["submitted_at"], job["gpus_requested"], pending(job).estimate)
+            self._submitted_row = job["row"]

@@ -1,0 +1,97 @@
+"""The scheduler's view of the past is read from the store incrementally, whoever wrote it, and
+matches the meter: each ended hold counted once, decayed; running holds so far."""
+
+from __future__ import annotations
+
+import pytest
+
+from e31_jupyter.history import HISTORY_HALF_LIVES, History
+from e31_jupyter.policy import FAIR_SHARE_HALF_LIFE_S, decayed
+from e31_jupyter.store import Store
+
+NOW = 1_800_000_000.0
+GPUS = [str(i) for i in range(8)]
+
+
+def _submit(store: Store, job_id: str, team: str, at: float, declared_s: float = 3600.0, deadline: float | None = None):
+    store.insert_job(
+        {
+            "id": job_id, "owner": "ann", "name": job_id, "team": team, "state": "queued",
+            "gpus_requested": 2, "max_runtime_s": declared_s, "expected_runtime_s": None,
+            "max_runtime_given": 1, "deadline": deadline, "submitted_at": at,
+        },  # fmt: skip
+        "submitted",
+    )
+
+
+def _run(store: Store, job_id: str, started: float, ended: float | None = None, state: str = "succeeded"):
+    store.transition(job_id, ("queued",), "running", "started", started, started_at=started, granted=["0", "1"])
+    if ended is not None:
+        store.transition(job_id, ("running",), state, "ended", ended, finished_at=ended)
+
+
+@pytest.fixture
+def stores(tmp_path):
+    """Two connections to one file: this server's and another server's."""
+    ours, theirs = Store(tmp_path / "e31.sqlite"), Store(tmp_path / "e31.sqlite")
+    yield ours, theirs
+    ours.close()
+    theirs.close()
+
+
+def test_usage_counts_each_ended_hold_once_decayed_and_running_holds_so_far(stores):
+    ours, theirs = stores
+    history = History(ours, machine_gpus=8)
+    _submit(ours, "a", "vision", NOW - 2 * FAIR_SHARE_HALF_LIFE_S)
+    _run(ours, "a", NOW - 2 * FAIR_SHARE_HALF_LIFE_S, NOW - FAIR_SHARE_HALF_LIFE_S)  # 2 GPUs x 7 days, a half-life ago
+    first = history.snapshot(NOW, GPUS, [])
+    assert first.usage["vision"] == pytest.approx(decayed(2 * FAIR_SHARE_HALF_LIFE_S, FAIR_SHARE_HALF_LIFE_S))
+
+    _submit(theirs, "b", "audio", NOW - 600)  # written by another server
+    _run(theirs, "b", NOW - 500, NOW - 100)
+    _submit(theirs, "c", "audio", NOW - 400)
+    _run(theirs, "c", NOW - 300)  # still running
+    running = ours.jobs(("running",), brief=True)
+    later = history.snapshot(NOW, GPUS, running)
+    assert later.usage["vision"] == pytest.approx(first.usage["vision"])  # not counted twice
+    assert later.usage["audio"] == pytest.approx(decayed(2 * 400, 100) + 2 * 300)
+    assert later.cluster.free_gpus == 6
+    assert [r.id for r in later.running] == ["c"]
+
+
+def test_run_times_are_learned_from_jobs_that_succeeded_only(stores):
+    ours, _ = stores
+    history = History(ours, machine_gpus=8)
+    for i in range(25):
+        _submit(ours, f"ok{i}", "vision", NOW - 5000, declared_s=3600.0, deadline=NOW)
+        _run(ours, f"ok{i}", NOW - 4000, NOW - 4000 + 1800)  # took half of what it declared
+    _submit(ours, "bad", "vision", NOW - 5000, declared_s=3600.0)
+    _run(ours, "bad", NOW - 4000, NOW - 4000 + 3600 * 0.99, state="failed")
+    history.snapshot(NOW, GPUS, [])
+    assert history.runtimes.ratio("vision", 0.99) == pytest.approx(0.5)
+
+
+def test_a_restarted_scheduler_reads_only_the_recent_past_then_only_what_is_new(stores):
+    ours, _ = stores
+    long_ago = NOW - (HISTORY_HALF_LIVES + 1) * FAIR_SHARE_HALF_LIFE_S
+    _submit(ours, "old", "vision", long_ago)
+    _run(ours, "old", long_ago, long_ago + 3600)
+    _submit(ours, "recent", "audio", NOW - 7200)
+    _run(ours, "recent", NOW - 7200, NOW - 3600)
+    history = History(ours, machine_gpus=8)
+    assert set(history.snapshot(NOW, GPUS, []).usage) == {"audio"}
+
+    _submit(ours, "new", "vision", NOW - 60)
+    _run(ours, "new", NOW - 50, NOW - 10)
+    assert history.snapshot(NOW, GPUS, []).usage["vision"] == pytest.approx(decayed(2 * 40, 10))
+
+
+def test_short_jobs_of_the_last_day_feed_the_demand_once(stores):
+    ours, theirs = stores
+    history = History(ours, machine_gpus=8)
+    hour = NOW // 3600 * 3600
+    _submit(ours, "short", "vision", hour + 60, declared_s=1800.0)
+    _submit(theirs, "long", "vision", hour + 120, declared_s=10 * 3600.0)  # not short
+    assert history.snapshot(hour + 1800, GPUS, []).demand.busiest(hour + 1800) == 2 * 1800.0 / 3600.0
+    _submit(theirs, "more", "vision", hour + 180, declared_s=900.0)
+    assert history.snapshot(hour + 1800, GPUS, []).demand.busiest(hour + 1800) == 2 * 2700.0 / 3600.0
