@@ -26,8 +26,6 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-import psutil
-
 from . import gpus as gpu_inventory
 from . import meter, policy
 from .errors import Conflict, E31Error, InvalidRequest, NotFound
@@ -39,20 +37,19 @@ from .job import (
     JobState,
     Limits,
     iso,
-    string_list,
     validate_image,
     validate_outputs,
     validate_parameters,
     validate_request,
     validate_text,
 )
-from .jobdir import JobDir, write_json_atomic
 from .history import History, pending
+from .jobdir import JobDir
 from .line import Line
 from .packaging import kernel_of, notebook_from_request
+from .staging import Staging, body_again, check_size, data_paths, inputs_path
 from .store import Store
-from .text import format_seconds, format_size
-from .values import INDEX as VALUES_INDEX
+from .text import format_seconds
 from .values import read_index
 
 log = logging.getLogger("e31")
@@ -62,8 +59,6 @@ TIMED_PASS_S = 1.0  # how often it schedules with nothing new (deadlines become 
 PASS_GAP_S = 0.05  # submits and cancels closer than this (or than 2 passes' time) share one pass
 LINE_MAX_AGE_S = 1.0  # how stale a place in line may be shown after the queue changed
 LOCK_RETRY_S = 1.0  # how often a server that is not the scheduler tries to become it
-STAGING_PREFIX = ".staging-"
-INBOX_AGE_S = 86400.0  # a capture this old in the inbox was never submitted
 # What a resubmit may change; the rest comes from the earlier job.
 RESUBMIT_CHANGES = frozenset({
     "gpus", "max_runtime", "expected_runtime", "deadline", "name", "team", "parameters", "outputs", "reports",
@@ -103,6 +98,7 @@ class Queue:
         _ensure_writable(self.data_dir)
         self.jobs_root.mkdir(exist_ok=True)
         self.inbox.mkdir(mode=0o700, exist_ok=True)
+        self.staging = Staging(self.jobs_root, self.inbox)
         self.store = Store(self.data_dir / "e31.sqlite")
         self.is_scheduler = False
         self._lock_file = None
@@ -122,7 +118,7 @@ class Queue:
 
     async def start(self) -> None:
         self._loop = asyncio.get_running_loop()
-        self._remove_failed_submits()
+        self.staging.sweep(self.store.job_ids(), self.jobdir)
         self._try_to_become_scheduler()
         self._ticker = asyncio.create_task(self._tick_forever())
 
@@ -199,15 +195,15 @@ class Queue:
         outputs, reports = validate_outputs(body)
         parameters = validate_parameters(body.get("parameters"))
         self._check_queued_limit(caller)
-        data = _data_paths(body.get("data"), root_dir)
+        data = data_paths(body.get("data"), root_dir)
         for path in data:
             if self.data_dir.resolve().is_relative_to(path.resolve()):
                 raise InvalidRequest(
                     f"data: {str(path)!r} holds e31's own data directory; name the files or "
                     "folders the job needs instead."
                 )
-        inputs = _inputs_path(body.get("inputs"))
-        await asyncio.to_thread(self._check_input_size, data + ([inputs] if inputs else []))
+        inputs = inputs_path(body.get("inputs"))
+        await asyncio.to_thread(check_size, data + ([inputs] if inputs else []), self.settings.max_input_bytes)
         notebook, notebook_name = notebook_from_request(body, root_dir)
         spec = JobSpec(
             name=validate_text(body, "name") or notebook_name.removesuffix(".ipynb"),
@@ -223,7 +219,7 @@ class Queue:
             max_output_bytes=self.settings.max_output_bytes,
         )
         job_id = _new_job_id()
-        await asyncio.to_thread(self._stage, job_id, spec, notebook, data, inputs)
+        await asyncio.to_thread(self.staging.stage, job_id, spec, notebook, data, inputs)
         await self._record(job_id, spec, _record_fields(job_id, caller, spec, body, now))
         job = self.store.get(job_id)
         line = self.positions()
@@ -248,7 +244,7 @@ class Queue:
         spec = jobdir.read_json(jobdir.spec)
         if spec is None or not jobdir.input_notebook.exists():
             raise Conflict(f"Job {job_id} has no stored notebook to run again.")
-        body = _body_again(jobdir, spec)
+        body = body_again(jobdir, spec)
         if isinstance(changes.get("parameters"), dict):
             changes = {**changes, "parameters": {**body["parameters"], **changes["parameters"]}}
         return await self.submit(caller, {**body, **changes}, kernels, root_dir)
@@ -262,18 +258,6 @@ class Queue:
                 status=429,
             )
 
-    def _check_input_size(self, paths: list[Path]) -> None:
-        size = 0
-        for path in paths:
-            size += _size_of(path, self.settings.max_input_bytes - size)
-        if size > self.settings.max_input_bytes:
-            raise E31Error(
-                f"The job's data is {format_size(size)}, more than a job may bring in "
-                f"({format_size(self.settings.max_input_bytes)}, c.E31.max_input_bytes). Read large "
-                "data inside the job from where it lives instead of copying it in.",
-                status=413,
-            )
-
     async def _record(self, job_id: str, spec: JobSpec, record: dict) -> None:
         """Record the staged job, then move its directory into place. A crash before the record
         leaves a staging folder that the next start removes (nobody was told of the job); a
@@ -281,9 +265,9 @@ class Queue:
         try:
             self.store.insert_job(record, reason=f"submitted by {record['owner']}")
         except BaseException:
-            shutil.rmtree(self._staging(job_id), ignore_errors=True)
+            shutil.rmtree(self.staging.folder(job_id), ignore_errors=True)
             raise
-        os.rename(self._staging(job_id), self.jobdir(job_id).path)
+        os.rename(self.staging.folder(job_id), self.jobdir(job_id).path)
         try:
             handed_over = await self._hand_over(job_id, spec)
         except BaseException:
@@ -297,39 +281,6 @@ class Queue:
         """Fields to record with a new job; where a cluster scheduler takes jobs at submit
         (cluster_queue.py), this is where it gets them. Here, the queue keeps them."""
         return {}
-
-    def _staging(self, job_id: str) -> Path:
-        """Where this server stages a job until it is recorded; the pid tells a later sweep
-        whether the server that staged it is still alive."""
-        return self.jobs_root / f"{STAGING_PREFIX}{os.getpid()}-{job_id}"
-
-    def _stage(self, job_id: str, spec: JobSpec, notebook, data: list[Path], inputs: Path | None) -> None:
-        import nbformat
-
-        staging = JobDir(self._staging(job_id))
-        staging.work.mkdir(parents=True)
-        try:
-            nbformat.write(notebook, staging.input_notebook)
-            for source in data:
-                _copy(source, staging.work / source.name)
-            if inputs is not None:
-                self._take_inputs(inputs, staging.inputs)
-            write_json_atomic(staging.spec, spec.to_dict())
-        except OSError as error:
-            shutil.rmtree(staging.path, ignore_errors=True)
-            raise E31Error(
-                f"Could not stage the job's files in {self.jobs_root}: {error.strerror or error}. "
-                "Nothing was queued; free some space or fix the data directory and submit again.",
-                status=507 if getattr(error, "errno", None) == 28 else 400,
-            ) from None
-
-    def _take_inputs(self, inputs: Path, target: Path) -> None:
-        """Captured values become the job's: moved when a kernel staged them in the inbox (no
-        copy of a large array), copied from anywhere else."""
-        if inputs.resolve().parent == self.inbox.resolve():
-            os.rename(inputs, target)
-        else:
-            _copy(inputs, target)
 
     def cancel(self, caller: Caller, job_id: str) -> dict:
         job = self.visible_job(caller, job_id)
@@ -658,46 +609,6 @@ class Queue:
             self.store.update(job_id, handle=json.dumps(handle))
         return handle
 
-    def _remove_failed_submits(self) -> None:
-        """Finish what a server killed mid-submit left: a staged job that was recorded moves
-        into place; one that was not (nobody was told of it) is removed. Staging folders of
-        servers still alive are theirs to finish."""
-        known = self.store.job_ids()
-        for path in self.jobs_root.glob(f"{STAGING_PREFIX}*"):
-            pid, _, job_id = path.name.removeprefix(STAGING_PREFIX).partition("-")
-            if pid.isdigit() and int(pid) != os.getpid() and psutil.pid_exists(int(pid)):
-                continue
-            if job_id in known and not self.jobdir(job_id).path.exists():
-                os.rename(path, self.jobdir(job_id).path)
-            else:
-                shutil.rmtree(path, ignore_errors=True)
-        for path in self.inbox.iterdir():  # captures whose submit never came
-            if path.stat().st_mtime < time.time() - INBOX_AGE_S:
-                shutil.rmtree(path, ignore_errors=True)
-
-
-def _body_again(jobdir: JobDir, spec: dict) -> dict:
-    """The submit request that makes the job of ``spec`` again (without its deadline)."""
-    request = spec["request"]
-    body = {
-        "notebook": json.loads(jobdir.input_notebook.read_text(encoding="utf-8")),
-        "notebook_name": spec["notebook_name"],
-        "parameters": spec.get("parameters") or {},
-        "data": spec.get("data") or [],
-        "gpus": request["gpus"],
-        "name": spec["name"],
-        "team": spec.get("team") or None,
-        "outputs": spec.get("outputs") or [],
-    }  # fmt: skip
-    if spec.get("reports") is not None:
-        body["reports"] = spec["reports"]
-    if request.get("max_runtime_given"):
-        body["max_runtime"] = request["max_runtime_s"]
-    if request.get("expected_runtime_s") is not None:
-        body["expected_runtime"] = request["expected_runtime_s"]
-    if (jobdir.inputs / VALUES_INDEX).is_file():
-        body["inputs"] = str(jobdir.inputs)  # a %%e31 cell's captured values, copied
-    return body
 
 
 def _disk_full(path: Path, reason: str) -> bool:
@@ -737,61 +648,6 @@ def _final_state(job: dict, manifest: dict | None, exit_code: int | None, start_
     if exit_code is not None and exit_code < 0:
         return "failed", f"worker killed by {signal.Signals(-exit_code).name}; partial results kept"
     return "failed", "lost: the job's process ended without writing a result manifest"
-
-
-def _data_paths(value, root_dir: Path) -> list[Path]:
-    """The data to copy into the job: files or folders the server can read."""
-    paths, names = [], set()
-    for item in string_list(value, "data"):
-        path = Path(item).expanduser()
-        path = path if path.is_absolute() else root_dir / path
-        if not path.exists():
-            raise InvalidRequest(f"data: nothing at {str(path)!r}.")
-        if path.name in names:
-            raise InvalidRequest(
-                f"data: two inputs are named {path.name!r}; they would overwrite each other in "
-                "the job's directory. Rename one, or put them in a folder."
-            )
-        names.add(path.name)
-        paths.append(path)
-    return paths
-
-
-def _inputs_path(value) -> Path | None:
-    if value in (None, ""):
-        return None
-    path = Path(value) if isinstance(value, str) else None
-    if path is None or not path.is_absolute() or not (path / VALUES_INDEX).is_file():
-        raise InvalidRequest(
-            "inputs must be the absolute path of a folder of captured values (with values.json), "
-            f"as the %%e31 magic writes it; got {value!r}."
-        )
-    return path
-
-
-def _size_of(path: Path, limit: int) -> int:
-    """Bytes that copying ``path`` would write (symlinks are copied as links), counted only
-    until ``limit`` is passed; an unreadable folder is the user's to fix."""
-    if not path.is_dir():
-        return path.lstat().st_size
-    total = 0
-    for dirpath, _, filenames in os.walk(path, onerror=_unreadable):
-        for name in filenames:
-            total += os.lstat(os.path.join(dirpath, name)).st_size
-            if total > limit:
-                return total
-    return total
-
-
-def _unreadable(error: OSError) -> None:
-    raise InvalidRequest(f"data: cannot read {error.filename!r} ({error.strerror}).")
-
-
-def _copy(source: Path, target: Path) -> None:
-    if source.is_dir():
-        shutil.copytree(source, target, symlinks=True)
-    else:
-        shutil.copy2(source, target)
 
 
 def _ensure_writable(data_dir: Path) -> None:

@@ -1,0 +1,179 @@
+"""A job's files between the submit request and its record.
+
+What a job brings (data copied in, values a ``%%e31`` cell captured) is checked and copied into a
+staging folder of the server that takes the submit; the queue records the job and then moves the
+folder into place, so a job exists whole or not at all. ``Staging.sweep`` finishes what a server
+killed in between left behind. ``body_again`` is the submit request that makes a stored job again.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import time
+from pathlib import Path
+
+import psutil
+
+from .errors import E31Error, InvalidRequest
+from .job import JobSpec, string_list
+from .jobdir import JobDir, write_json_atomic
+from .text import format_size
+from .values import INDEX as VALUES_INDEX
+
+STAGING_PREFIX = ".staging-"
+INBOX_AGE_S = 86400.0  # a capture this old in the inbox was never submitted
+
+
+class Staging:
+    """Staging folders in ``jobs_root``; captured values a kernel on this machine left in ``inbox``."""
+
+    def __init__(self, jobs_root: Path, inbox: Path):
+        self.jobs_root = jobs_root
+        self.inbox = inbox
+
+    def folder(self, job_id: str) -> Path:
+        """Where this server stages a job until it is recorded; the pid tells a later sweep
+        whether the server that staged it is still alive."""
+        return self.jobs_root / f"{STAGING_PREFIX}{os.getpid()}-{job_id}"
+
+    def stage(self, job_id: str, spec: JobSpec, notebook, data: list[Path], inputs: Path | None) -> None:
+        """Write the job's notebook and spec and copy in its data and captured values; on any
+        failure leave nothing behind."""
+        import nbformat
+
+        staging = JobDir(self.folder(job_id))
+        staging.work.mkdir(parents=True)
+        try:
+            nbformat.write(notebook, staging.input_notebook)
+            for source in data:
+                _copy(source, staging.work / source.name)
+            if inputs is not None:
+                self._take_inputs(inputs, staging.inputs)
+            write_json_atomic(staging.spec, spec.to_dict())
+        except OSError as error:
+            shutil.rmtree(staging.path, ignore_errors=True)
+            raise E31Error(
+                f"Could not stage the job's files in {self.jobs_root}: {error.strerror or error}. "
+                "Nothing was queued; free some space or fix the data directory and submit again.",
+                status=507 if getattr(error, "errno", None) == 28 else 400,
+            ) from None
+
+    def _take_inputs(self, inputs: Path, target: Path) -> None:
+        """Captured values become the job's: moved when a kernel staged them in the inbox (no
+        copy of a large array), copied from anywhere else."""
+        if inputs.resolve().parent == self.inbox.resolve():
+            os.rename(inputs, target)
+        else:
+            _copy(inputs, target)
+
+    def sweep(self, recorded: set[str], jobdir_of) -> None:
+        """Finish what a server killed mid-submit left: a staged job that was recorded (its id
+        in ``recorded``) moves into place (``jobdir_of(job_id)``); one that was not (nobody was
+        told of it) is removed. Staging folders of servers still alive are theirs to finish."""
+        for path in self.jobs_root.glob(f"{STAGING_PREFIX}*"):
+            pid, _, job_id = path.name.removeprefix(STAGING_PREFIX).partition("-")
+            if pid.isdigit() and int(pid) != os.getpid() and psutil.pid_exists(int(pid)):
+                continue
+            if job_id in recorded and not jobdir_of(job_id).path.exists():
+                os.rename(path, jobdir_of(job_id).path)
+            else:
+                shutil.rmtree(path, ignore_errors=True)
+        for path in self.inbox.iterdir():  # captures whose submit never came
+            if path.stat().st_mtime < time.time() - INBOX_AGE_S:
+                shutil.rmtree(path, ignore_errors=True)
+
+
+def data_paths(value, root_dir: Path) -> list[Path]:
+    """The data to copy into the job: files or folders the server can read."""
+    paths, names = [], set()
+    for item in string_list(value, "data"):
+        path = Path(item).expanduser()
+        path = path if path.is_absolute() else root_dir / path
+        if not path.exists():
+            raise InvalidRequest(f"data: nothing at {str(path)!r}.")
+        if path.name in names:
+            raise InvalidRequest(
+                f"data: two inputs are named {path.name!r}; they would overwrite each other in "
+                "the job's directory. Rename one, or put them in a folder."
+            )
+        names.add(path.name)
+        paths.append(path)
+    return paths
+
+
+def inputs_path(value) -> Path | None:
+    """The folder of captured values a ``%%e31`` cell hands the job, if any."""
+    if value in (None, ""):
+        return None
+    path = Path(value) if isinstance(value, str) else None
+    if path is None or not path.is_absolute() or not (path / VALUES_INDEX).is_file():
+        raise InvalidRequest(
+            "inputs must be the absolute path of a folder of captured values (with values.json), "
+            f"as the %%e31 magic writes it; got {value!r}."
+        )
+    return path
+
+
+def check_size(paths: list[Path], limit: int) -> None:
+    """Refuse data that would copy more than ``limit`` bytes into the job."""
+    size = 0
+    for path in paths:
+        size += _size_of(path, limit - size)
+    if size > limit:
+        raise E31Error(
+            f"The job's data is {format_size(size)}, more than a job may bring in "
+            f"({format_size(limit)}, c.E31.max_input_bytes). Read large "
+            "data inside the job from where it lives instead of copying it in.",
+            status=413,
+        )
+
+
+def body_again(jobdir: JobDir, spec: dict) -> dict:
+    """The submit request that makes the job of ``spec`` again (without its deadline)."""
+    request = spec["request"]
+    body = {
+        "notebook": json.loads(jobdir.input_notebook.read_text(encoding="utf-8")),
+        "notebook_name": spec["notebook_name"],
+        "parameters": spec.get("parameters") or {},
+        "data": spec.get("data") or [],
+        "gpus": request["gpus"],
+        "name": spec["name"],
+        "team": spec.get("team") or None,
+        "outputs": spec.get("outputs") or [],
+    }  # fmt: skip
+    if spec.get("reports") is not None:
+        body["reports"] = spec["reports"]
+    if request.get("max_runtime_given"):
+        body["max_runtime"] = request["max_runtime_s"]
+    if request.get("expected_runtime_s") is not None:
+        body["expected_runtime"] = request["expected_runtime_s"]
+    if (jobdir.inputs / VALUES_INDEX).is_file():
+        body["inputs"] = str(jobdir.inputs)  # a %%e31 cell's captured values, copied
+    return body
+
+
+def _size_of(path: Path, limit: int) -> int:
+    """Bytes that copying ``path`` would write (symlinks are copied as links), counted only
+    until ``limit`` is passed; an unreadable folder is the user's to fix."""
+    if not path.is_dir():
+        return path.lstat().st_size
+    total = 0
+    for dirpath, _, filenames in os.walk(path, onerror=_unreadable):
+        for name in filenames:
+            total += os.lstat(os.path.join(dirpath, name)).st_size
+            if total > limit:
+                return total
+    return total
+
+
+def _unreadable(error: OSError) -> None:
+    raise InvalidRequest(f"data: cannot read {error.filename!r} ({error.strerror}).")
+
+
+def _copy(source: Path, target: Path) -> None:
+    if source.is_dir():
+        shutil.copytree(source, target, symlinks=True)
+    else:
+        shutil.copy2(source, target)
