@@ -1,4 +1,4 @@
-import { ApiError, E31Api } from '../src/model/api';
+import { ApiError, E31Api, MAX_IDS } from '../src/model/api';
 import { fakeApi, job } from './helpers';
 
 describe('E31Api', () => {
@@ -10,6 +10,19 @@ describe('E31Api', () => {
     expect(await api.jobs()).toHaveLength(1);
     expect(await api.jobs('running')).toEqual([]);
     expect(calls).toEqual(['GET jobs', 'GET jobs?state=running']);
+  });
+
+  it('asks for jobs by id, at most MAX_IDS a request', async () => {
+    const routes: Record<string, () => unknown> = {};
+    const { api, calls } = fakeApi(
+      new Proxy(routes, {
+        get: (_, key: string) => () => ({ jobs: (key.match(/id=/g) ?? []).map(() => job()) })
+      })
+    );
+    const ids = Array.from({ length: MAX_IDS + 2 }, (_, i) => `j ${i}`);
+    expect(await api.jobsById(ids)).toHaveLength(MAX_IDS + 2);
+    expect(calls).toHaveLength(2);
+    expect(calls[1]).toBe(`GET jobs?id=j%20${MAX_IDS}&id=j%20${MAX_IDS + 1}`);
   });
 
   it("turns a 4xx into an ApiError carrying the server's message", async () => {

@@ -99,6 +99,47 @@ describe('JobsModel', () => {
     expect(s.ended).toEqual(['train:succeeded']);
   });
 
+  it('follows an active job by id once newer jobs push it off the first page, until it ends', async () => {
+    const old = job({ name: 'sweep', state: 'running' });
+    let oldNow: IJob = old;
+    const newer = [job({ state: 'queued' }), job({ state: 'queued' })];
+    let page: IJob[] = [old];
+    const server = fakeApi({
+      'GET info': () => ({ user: 'ada' }),
+      'GET jobs': () => ({ jobs: page }),
+      [`GET jobs?id=${old.id}`]: () => ({ jobs: [oldNow] })
+    });
+    const storage = new MemoryStorage();
+    const model = new JobsModel({
+      api: server.api,
+      endings: u => new EndingsTracker(storage, `k:${u}`),
+      backoff
+    });
+    const ended: string[] = [];
+    model.ended.connect((_, jobs) => ended.push(...jobs.map(j => `${j.name}:${j.state}`)));
+    model.refresh();
+    await flush();
+
+    page = newer; // the server's page now holds only newer jobs
+    model.refresh();
+    await flush();
+    expect(server.calls).toContain(`GET jobs?id=${old.id}`);
+    expect(model.counts()).toEqual({ running: 1, queued: 2 });
+    expect(model.jobs.map(j => j.id)).toEqual([...newer.map(j => j.id), old.id]);
+
+    oldNow = { ...old, state: 'succeeded', finished_at: '2024-06-03T09:00:00Z' };
+    model.refresh();
+    await flush();
+    expect(ended).toEqual(['sweep:succeeded']);
+
+    const asked = server.calls.length;
+    model.refresh();
+    await flush();
+    expect(server.calls.slice(asked)).toEqual(['GET jobs']); // ended: no longer followed
+    expect(model.jobs.map(j => j.id)).toEqual(newer.map(j => j.id));
+    model.dispose();
+  });
+
   it('stops polling in a hidden tab and catches up when it is shown', async () => {
     const running = job({ name: 'night', state: 'running' });
     const s = setup([running]);

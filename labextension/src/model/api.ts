@@ -34,6 +34,8 @@ export class ApiError extends Error {
 }
 
 export const API_ROOT = 'e31/api';
+/** The most jobs one request may ask for by id (the server's job.MAX_IDS). */
+export const MAX_IDS = 500;
 
 export class E31Api {
   /**
@@ -54,6 +56,16 @@ export class E31Api {
       state ? `jobs?state=${encodeURIComponent(state)}` : 'jobs'
     );
     return answer.jobs;
+  }
+
+  /** These jobs, wherever they are in the list (the server takes MAX_IDS ids a request). */
+  async jobsById(ids: string[]): Promise<IJob[]> {
+    const found: IJob[] = [];
+    for (let i = 0; i < ids.length; i += MAX_IDS) {
+      const query = ids.slice(i, i + MAX_IDS).map(id => `id=${encodeURIComponent(id)}`);
+      found.push(...(await this.json<{ jobs: IJob[] }>(`jobs?${query.join('&')}`)).jobs);
+    }
+    return found;
   }
 
   job(id: string): Promise<IJobDetail> {

@@ -6,6 +6,9 @@
  * notification), and never when the browser tab is hidden. With nothing watched and nothing
  * active, no timer runs at all; `refresh()` (after a submit, on return to the tab) starts it
  * again when needed.
+ *
+ * The server answers with its newest jobs (one page); a job that was active is followed by id
+ * after newer ones push it off that page, until it has ended.
  */
 
 import { ISignal, Signal } from '@lumino/signaling';
@@ -218,10 +221,11 @@ export class JobsModel {
           this._endings = this._makeEndings(this._user ?? '');
         }
       }
-      const [jobs, pool] = await Promise.all([
+      const [page, pool] = await Promise.all([
         this.api.jobs(),
         this._poolWatchers > 0 ? this.api.gpus() : Promise.resolve(this._pool)
       ]);
+      const jobs = page.concat(await this.followed(page));
       this._fetchedAt = this._clock();
       const mine =
         this._user === null ? jobs : jobs.filter(j => j.owner === this._user);
@@ -254,6 +258,19 @@ export class JobsModel {
       }
       throw error;
     }
+  }
+
+  /**
+   * Jobs that were queued or running at the last poll but are no longer on the server's first
+   * page (newer jobs pushed them off): asked for by id, so they are still counted while active
+   * and their ending is announced.
+   */
+  private async followed(page: IJob[]): Promise<IJob[]> {
+    const onPage = new Set(page.map(job => job.id));
+    const ids = this._allJobs
+      .filter(job => isActive(job) && !onPage.has(job.id))
+      .map(job => job.id);
+    return ids.length ? this.api.jobsById(ids) : [];
   }
 
   dispose(): void {
