@@ -69,7 +69,8 @@ class ClusterQueue(Queue):
         return self.describe(self.store.get(job_id))
 
     def positions(self) -> dict[str, int]:
-        return {j["id"]: j["position"] for j in self.store.jobs((JobState.QUEUED.value,)) if j["position"]}
+        """Places in the cluster's queue, as the last poll of the cluster recorded them."""
+        return self.store.queue_positions()
 
     def gpu_pool(self, caller: Caller) -> dict:
         running = self.store.jobs((JobState.RUNNING.value,))

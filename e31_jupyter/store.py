@@ -230,6 +230,12 @@ class Store:
         with self._lock:
             return self._db.execute(f"SELECT {', '.join(REQUEST_COLUMNS)} FROM jobs WHERE state = 'queued'").fetchall()
 
+    def queue_positions(self) -> dict[str, int]:
+        """Queued jobs' recorded places in a cluster scheduler's queue (cluster_queue.py)."""
+        with self._lock:
+            rows = self._db.execute("SELECT id, position FROM jobs WHERE state = 'queued' AND position IS NOT NULL")
+            return {r["id"]: r["position"] for r in rows}
+
     def submitted_after(self, row: int, since: float) -> list[sqlite3.Row]:
         """Jobs recorded after the one at ``row`` (SQLite's rowid: the order of recording) and
         submitted after ``since``, in that order, with their ``row`` and REQUEST_COLUMNS."""
