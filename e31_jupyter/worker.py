@@ -23,6 +23,7 @@ from .outputs import collect_files, snapshot, write_reports
 from .text import format_size
 
 HEARTBEAT_S = 2.0
+SOCKETS_PREFIX = "e31-kernel-"  # + the worker's pid: a folder of kernel sockets in the temp dir
 
 
 class Stopped(BaseException):
@@ -98,6 +99,17 @@ def _unix_socket_kernels(folder: str):
     return UnixSocketKernelManager
 
 
+def remove_orphaned_sockets(folder: str | None = None) -> None:
+    """Remove the socket folders of workers that died before removing their own (a SIGKILL)."""
+    import psutil
+
+    folder = folder or tempfile.gettempdir()
+    for entry in os.scandir(folder):
+        pid = entry.name.removeprefix(SOCKETS_PREFIX).partition("-")[0]
+        if entry.name.startswith(SOCKETS_PREFIX) and pid.isdigit() and not psutil.pid_exists(int(pid)):
+            shutil.rmtree(entry.path, ignore_errors=True)
+
+
 def _on_sigterm(signum, frame):
     raise Stopped()
 
@@ -118,7 +130,8 @@ def run(jobdir: JobDir) -> dict:
         cells = len(nbformat.read(jobdir.input_notebook, as_version=4).cells)
         progress.write(cells_total=cells + (1 if spec["parameters"] else 0))  # + injected cell
         papermill_engines.register("e31", _progress_engine(progress))
-        sockets = tempfile.mkdtemp(prefix="e31-kernel-")
+        remove_orphaned_sockets()
+        sockets = tempfile.mkdtemp(prefix=f"{SOCKETS_PREFIX}{os.getpid()}-")
         try:
             papermill.execute_notebook(
                 str(jobdir.input_notebook),
