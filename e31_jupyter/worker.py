@@ -101,13 +101,22 @@ def _unix_socket_kernels(folder: str):
 
 def remove_orphaned_sockets(folder: str | None = None) -> None:
     """Remove the socket folders of workers that died before removing their own (a SIGKILL)."""
-    import psutil
-
     folder = folder or tempfile.gettempdir()
     for entry in os.scandir(folder):
         pid = entry.name.removeprefix(SOCKETS_PREFIX).partition("-")[0]
-        if entry.name.startswith(SOCKETS_PREFIX) and pid.isdigit() and not psutil.pid_exists(int(pid)):
+        if entry.name.startswith(SOCKETS_PREFIX) and pid.isdigit() and not _alive(int(pid)):
             shutil.rmtree(entry.path, ignore_errors=True)
+
+
+def _alive(pid: int) -> bool:
+    """Whether a process ``pid`` exists. Without psutil: a job's container may not have it."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True  # someone else's
+    return True
 
 
 def _on_sigterm(signum, frame):
