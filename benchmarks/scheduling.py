@@ -150,9 +150,10 @@ def pass_time_ms(policy, gpus: int, machine_gpus: int, queued: int = 10_000, rou
     for hour in range(24):
         for _ in range(gpus // 2):
             demand.submitted(now - 86400 + hour * 3600, 1, 3600.0)
-    snap = Snapshot(now, cluster, running, {t: rng.uniform(0, 1e8) for t in teams}, runtimes, demand)
+    usage = {t: rng.uniform(0, 1e8) for t in teams}
     times = []
     for _ in range(rounds):
+        snap = Snapshot(now, cluster, running, usage, runtimes, demand)  # each pass sees a new one
         began = time.process_time()  # CPU time: what the pass costs, not what other processes took
         policy.decide(pending, snap)
         times.append(time.process_time() - began)

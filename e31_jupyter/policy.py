@@ -344,6 +344,8 @@ class Snapshot:
     usage: Mapping[str, float] = field(default_factory=dict)  # team -> decayed GPU-seconds
     runtimes: RuntimeModel = field(default_factory=RuntimeModel)
     demand: ShortDemand | None = None  # short jobs' recent demand; None: e31's lane stays E31_LANE
+    # Each team's share_used, worked out once per snapshot: a pass asks for it for every queued job.
+    _shares: dict[str, float] = field(default_factory=dict, init=False, repr=False, compare=False)
 
     @cached_property
     def _usage_total(self) -> float:
@@ -352,6 +354,12 @@ class Snapshot:
     def share_used(self, team: str) -> float:
         """The team's part of all recent usage over an equal share: 1 is exactly its share (and
         everyone's while nobody has used anything)."""
+        share = self._shares.get(team)
+        if share is None:
+            share = self._shares[team] = self._share_used(team)
+        return share
+
+    def _share_used(self, team: str) -> float:
         if self._usage_total <= 0:
             return 1.0
         teams = len(self.usage) + (team not in self.usage)
