@@ -6,12 +6,17 @@ import { MemoryStorage, fakeApi, flush, job } from './helpers';
 
 const backoff = { min: 1000, max: 4000, factor: 2, errorMax: 8000 };
 
-function setup(initial: IJob[], info: Record<string, unknown> = { user: 'ada' }) {
+function setup(
+  initial: IJob[],
+  info: Record<string, unknown> = { user: 'ada' },
+  routes: Record<string, () => unknown> = {}
+) {
   let jobs = initial;
   const server = fakeApi({
     'GET info': () => ({ version: '0.1.0', ...info }),
     'GET jobs': () => ({ jobs }),
-    'GET gpus': () => ({ gpus: [], total: 2, free: 2, queued: 0, running: 0, source: 'configured' })
+    'GET gpus': () => ({ gpus: [], total: 2, free: 2, queued: 0, running: 0, source: 'configured' }),
+    ...routes
   });
   const storage = new MemoryStorage();
   const model = new JobsModel({
@@ -103,41 +108,28 @@ describe('JobsModel', () => {
     const old = job({ name: 'sweep', state: 'running' });
     let oldNow: IJob = old;
     const newer = [job({ state: 'queued' }), job({ state: 'queued' })];
-    let page: IJob[] = [old];
-    const server = fakeApi({
-      'GET info': () => ({ user: 'ada' }),
-      'GET jobs': () => ({ jobs: page }),
-      [`GET jobs?id=${old.id}`]: () => ({ jobs: [oldNow] })
-    });
-    const storage = new MemoryStorage();
-    const model = new JobsModel({
-      api: server.api,
-      endings: u => new EndingsTracker(storage, `k:${u}`),
-      backoff
-    });
-    const ended: string[] = [];
-    model.ended.connect((_, jobs) => ended.push(...jobs.map(j => `${j.name}:${j.state}`)));
-    model.refresh();
+    const s = setup([old], { user: 'ada' }, { [`GET jobs?id=${old.id}`]: () => ({ jobs: [oldNow] }) });
+    s.model.refresh();
     await flush();
 
-    page = newer; // the server's page now holds only newer jobs
-    model.refresh();
+    s.setJobs(newer); // the server's first page now holds only newer jobs
+    s.model.refresh();
     await flush();
-    expect(server.calls).toContain(`GET jobs?id=${old.id}`);
-    expect(model.counts()).toEqual({ running: 1, queued: 2 });
-    expect(model.jobs.map(j => j.id)).toEqual([...newer.map(j => j.id), old.id]);
+    expect(s.calls).toContain(`GET jobs?id=${old.id}`);
+    expect(s.model.counts()).toEqual({ running: 1, queued: 2 });
+    expect(s.model.jobs.map(j => j.id)).toEqual([...newer.map(j => j.id), old.id]);
 
     oldNow = { ...old, state: 'succeeded', finished_at: '2024-06-03T09:00:00Z' };
-    model.refresh();
+    s.model.refresh();
     await flush();
-    expect(ended).toEqual(['sweep:succeeded']);
+    expect(s.ended).toEqual(['sweep:succeeded']);
 
-    const asked = server.calls.length;
-    model.refresh();
+    const asked = s.calls.length;
+    s.model.refresh();
     await flush();
-    expect(server.calls.slice(asked)).toEqual(['GET jobs']); // ended: no longer followed
-    expect(model.jobs.map(j => j.id)).toEqual(newer.map(j => j.id));
-    model.dispose();
+    expect(s.calls.slice(asked)).toEqual(['GET jobs']); // ended: no longer followed
+    expect(s.model.jobs.map(j => j.id)).toEqual(newer.map(j => j.id));
+    s.model.dispose();
   });
 
   it('stops polling in a hidden tab and catches up when it is shown', async () => {
