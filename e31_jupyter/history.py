@@ -51,6 +51,7 @@ class History:
         self.runtimes = policy.RuntimeModel()
         self.demand = policy.ShortDemand(machine_gpus=machine_gpus)
         self._ended_seq = 0  # the last transition to an end state seen
+        self._last_end: dict[str, float] = {}  # team -> when its latest job ended
         self._submitted_row = 0  # the last job recorded that the demand has seen (rowid)
 
     def snapshot(self, now: float, inventory: list[str], running_jobs: list[dict]) -> policy.Snapshot:
@@ -69,8 +70,11 @@ class History:
         )
 
     def _usage_at(self, now: float, running_jobs: list[dict]) -> dict[str, float]:
-        """Each team's decayed GPU-seconds: those of ended jobs, and running jobs' so far."""
-        usage = self.usage.at(now)
+        """Each team's decayed GPU-seconds: those of ended jobs, and running jobs' so far. A team
+        whose last job ended more than HISTORY_HALF_LIVES half-lives ago no longer counts toward
+        the equal shares."""
+        gone = now - HISTORY_HALF_LIVES * policy.FAIR_SHARE_HALF_LIFE_S
+        usage = {t: used for t, used in self.usage.at(now).items() if self._last_end.get(t, now) > gone}
         for job in running_jobs:
             usage[team(job)] = usage.get(team(job), 0.0) + meter.gpu_seconds(job, now)
         return usage
@@ -85,6 +89,7 @@ class History:
         for job in jobs:
             self._ended_seq = max(self._ended_seq, job["seq"])
             self.usage.ended(team(job), meter.gpu_seconds(job, now), job["finished_at"])
+            self._last_end[team(job)] = max(self._last_end.get(team(job), 0.0), job["finished_at"])
             if job["state"] == JobState.SUCCEEDED.value:
                 window = job["deadline"] - job["submitted_at"] if job["deadline"] is not None else None
                 took = job["finished_at"] - job["started_at"]

@@ -95,3 +95,17 @@ def test_short_jobs_of_the_last_day_feed_the_demand_once(stores):
     assert history.snapshot(hour + 1800, GPUS, []).demand.busiest(hour + 1800) == 2 * 1800.0 / 3600.0
     _submit(theirs, "more", "vision", hour + 180, declared_s=900.0)
     assert history.snapshot(hour + 1800, GPUS, []).demand.busiest(hour + 1800) == 2 * 2700.0 / 3600.0
+
+
+def test_a_team_idle_for_weeks_no_longer_counts_toward_the_equal_shares(stores):
+    ours, _ = stores
+    history = History(ours, machine_gpus=8)
+    _submit(ours, "a", "vision", NOW - 3600)
+    _run(ours, "a", NOW - 3600, NOW - 1800)
+    _submit(ours, "b", "audio", NOW - 3600)
+    _run(ours, "b", NOW - 3600, NOW - 1800)
+    assert set(history.snapshot(NOW, GPUS, []).usage) == {"vision", "audio"}
+    later = NOW + HISTORY_HALF_LIVES * FAIR_SHARE_HALF_LIFE_S
+    _submit(ours, "c", "vision", later - 3600)
+    _run(ours, "c", later - 3600, later - 1800)
+    assert set(history.snapshot(later, GPUS, []).usage) == {"vision"}
