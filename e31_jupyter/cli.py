@@ -11,7 +11,7 @@ from datetime import datetime
 
 from .client import FINAL_STATES, E31Client
 from .errors import E31Error
-from .text import format_age, format_seconds, parse_time  # noqa: F401 (parse_time: used by tests)
+from .text import format_age, format_seconds, format_until, parse_time  # noqa: F401 (parse_time: used by tests)
 
 STATES = ("queued", "running", "succeeded", "failed", "cancelled", "expired")
 LAUNCHERS = ("lab", "serve")
@@ -82,8 +82,10 @@ def describe(job: dict) -> str:
     """The job's state in a few words: 'queued (position 2)', 'running on GPU 0 (3/10 cells)'."""
     state, reason = job["state"], job.get("reason")
     if state == "queued":
-        position = job.get("queue_position")
-        return f"queued (position {position})" if position else "queued"
+        details = [f"position {job['queue_position']}"] if job.get("queue_position") else []
+        if job.get("expected_start"):
+            details.append(f"expected to start {format_until(job['expected_start'])}")
+        return f"queued ({', '.join(details)})" if details else "queued"
     if state == "running" and reason and reason.startswith("cancelling"):
         return reason
     if state == "running":

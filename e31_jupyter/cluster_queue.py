@@ -72,6 +72,9 @@ class ClusterQueue(Queue):
         """Places in the cluster's queue, as the last poll of the cluster recorded them."""
         return self.store.queue_positions()
 
+    def expected_starts(self) -> dict[str, float]:
+        return {}  # the cluster decides; e31 does not forecast its queue
+
     def gpu_pool(self, caller: Caller) -> dict:
         running = self.store.jobs((JobState.RUNNING.value,))
         holders = {(job["node"], device): job for job in running for device in job["granted"]}

@@ -43,6 +43,7 @@ from .job import (
     validate_request,
     validate_text,
 )
+from .forecast import expected_starts
 from .history import History, pending
 from .jobdir import JobDir
 from .line import Line
@@ -109,6 +110,8 @@ class Queue:
         self._pass_s = 0.0  # how long it took
         self._pass_due = False  # a pass is set to run soon (_schedule_soon)
         self._line: Line | None = None  # the queue in order, for places in line
+        self._line_seen: policy.Snapshot | None = None  # what the policy saw when the line was made
+        self._forecast: tuple[Line | None, dict[str, float]] = (None, {})  # a line's expected starts
         self._line_made = (0.0, (0, 0))  # when (time.monotonic()) and at which store.version()
         self.history = History(self.store, machine_gpus=len(settings.inventory or ()))  # None: a cluster's
         self._ticker: asyncio.Task | None = None
@@ -359,8 +362,17 @@ class Queue:
             running = self.store.jobs((JobState.RUNNING.value,), brief=True)
         snapshot = self.history.snapshot(now, self.settings.inventory, running)
         self._line = Line(self.policy.priority, snapshot, queued)
+        self._line_seen = snapshot
         self._line_made = (time.monotonic(), version)
         return snapshot
+
+    def expected_starts(self) -> dict[str, float]:
+        """When the jobs at the head of the line are expected to start (``forecast.py``), worked
+        out once per line, when first asked."""
+        line = self.positions()
+        if self._forecast[0] is not line:
+            self._forecast = (line, expected_starts(self.policy.walk, line.ordered, self._line_seen))
+        return self._forecast[1]
 
     def _leave_line(self, job_id: str) -> None:
         if self._line is not None:
@@ -383,6 +395,7 @@ class Queue:
             "state": job["state"],
             "reason": job["reason"],
             "queue_position": (positions or {}).get(job["id"]),
+            "expected_start": iso(self.expected_starts().get(job["id"])) if job["state"] == JobState.QUEUED.value else None,
             "request": {
                 "gpus": job["gpus_requested"],
                 "max_runtime_s": job["max_runtime_s"],

@@ -32,6 +32,16 @@ def format_age(iso: str | None, now: datetime | None = None) -> str | None:
     return format_seconds(max(0.0, (now - parse_time(iso)).total_seconds()))
 
 
+def format_until(iso: str | None, now: datetime | None = None) -> str | None:
+    """How long until an ISO time, to the minute: 'in 1h30m', or 'now' once it has come (None for
+    no time). For forecasts, which are not to the second."""
+    if not iso:
+        return None
+    now = now or datetime.now(timezone.utc)
+    minutes = round((parse_time(iso) - now).total_seconds() / 60)
+    return f"in {format_seconds(minutes * 60)}" if minutes >= 1 else "now"
+
+
 def format_size(n: float) -> str:
     for unit in ("B", "KB", "MB", "GB"):
         if n < 1024 or unit == "GB":

@@ -1,7 +1,7 @@
 """The CLI's pure parts: argument parsing, value typing, formatting, and collect's path safety."""
 
 import os
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 
 import pytest
 
@@ -11,6 +11,7 @@ from e31_jupyter.cli import (
     format_jobs,
     format_seconds,
     format_table,
+    format_until,
     launcher_argv,
     main,
     parameter_value,
@@ -80,6 +81,13 @@ def test_format_seconds(seconds, text):
     assert format_seconds(seconds) == text
 
 
+def test_format_until_counts_down_to_a_time_and_then_says_now():
+    now = datetime(2024, 1, 1, 10, 0, tzinfo=timezone.utc)
+    assert format_until("2024-01-01T12:30:00+00:00", now) == "in 2h30m"
+    assert format_until("2024-01-01T09:00:00+00:00", now) == "now"
+    assert format_until(None, now) is None
+
+
 def test_format_table_aligns_columns_and_shows_none_as_dash():
     assert format_table(["ID", "STATE"], [["a1", "queued"], ["b", None]]) == "ID  STATE\na1  queued\nb   -"
 
@@ -93,6 +101,8 @@ def job(**fields):
 
 def test_describe_says_where_the_job_is():
     assert describe(job()) == "queued (position 2)"
+    soon = (datetime.now(timezone.utc) + timedelta(hours=1, minutes=30, seconds=10)).isoformat()
+    assert describe(job(expected_start=soon)) == "queued (position 2, expected to start in 1h30m)"
     assert describe(job(state="running", gpus=["0", "1"], progress={"cells_done": 3, "cells_total": 10})) == (
         "running on GPU 0,1 (3/10 cells)"
     )

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import requests
-from support import wait_for, wait_state
+import pytest
+from support import ts, wait_for, wait_state
 
 from e31_jupyter import policy
 from e31_jupyter.line import Line
@@ -80,3 +81,19 @@ def test_a_line_gives_the_policys_order_and_takes_joins_and_leaves():
     line.leave(order[0])
     assert [line.get(job_id) for job_id in order[1:]] == [1, 2, 3, 4]
     assert line.get(order[0]) is None and len(line) == 4
+
+
+def test_queued_jobs_show_when_they_are_expected_to_start(client, gated):
+    """Nothing has finished on this server, so run times are what the jobs declared."""
+    blocker = wait_state(client, gated.submit(client, "blocker", gpus=2, max_runtime="2h")["id"], "running")
+    first = gated.submit(client, "first", gpus=2, max_runtime="1h")
+    second = gated.submit(client, "second", gpus=1, max_runtime="30m")
+    expected = lambda job: client.job(job["id"])["expected_start"]  # noqa: E731
+    wait_for(lambda: expected(second) is not None, timeout=10, what="the line with both jobs in it")
+    started = ts(blocker["started_at"])
+    assert ts(expected(first)) == pytest.approx(started + 7200, abs=0.01)  # when the blocker is due to end
+    assert ts(expected(second)) == pytest.approx(started + 7200 + 3600, abs=0.01)  # then after the first
+    assert client.job(blocker["id"])["expected_start"] is None  # running: no forecast
+    gated.open("blocker")
+    wait_state(client, first["id"], "running")
+    assert expected(first) is None

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import threading
 import time
+from datetime import datetime, timedelta, timezone
 
 import pytest
 from conftest import wait_for, wait_state
@@ -29,6 +30,13 @@ class CountingClient(E31Client):
 )
 def test_positions_read_as_places_in_line(n, text):
     assert widgets.format_position(n) == f"{text} in line"
+
+
+def test_a_queued_job_says_when_it_is_expected_to_start():
+    soon = (datetime.now(timezone.utc) + timedelta(minutes=45, seconds=10)).isoformat()
+    job = {"state": "queued", "queue_position": 3, "expected_start": soon}
+    assert widgets.status_line(job) == "3rd in line · expected to start in 45m"
+    assert widgets.status_line({**job, "expected_start": None}) == "3rd in line"
 
 
 def test_meter_formatting():

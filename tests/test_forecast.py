@@ -1,0 +1,53 @@
+"""Expected start times: the policy run forward on hand-made cases."""
+
+from __future__ import annotations
+
+import pytest
+
+from e31_jupyter.forecast import FORECAST_JOBS, expected_starts
+from e31_jupyter.policy import POLICIES, Cluster, Pending, Running, RuntimeModel, Snapshot
+
+NOW = 100_000.0
+E31 = POLICIES["e31"]
+
+
+def _snapshot(gpus: int, running: list[Running], runtimes: RuntimeModel | None = None) -> Snapshot:
+    free = gpus - sum(r.gpus for r in running)
+    return Snapshot(NOW, Cluster.one_machine(gpus, free), running, {}, runtimes or RuntimeModel())
+
+
+def _forecast(queued: list[Pending], snap: Snapshot) -> dict[str, float]:
+    return expected_starts(E31.walk, E31.order(queued, snap), snap)
+
+
+def test_jobs_start_as_the_ones_ahead_are_expected_to_end():
+    snap = _snapshot(2, [Running("r", 2, NOW - 600, 3600.0)])  # expected to end at NOW + 3000
+    queued = [
+        Pending("a", 2, NOW - 60, 1800.0, 1800.0, NOW + 86400),
+        Pending("b", 1, NOW - 50, 600.0, 600.0, NOW + 2 * 86400),
+        Pending("c", 1, NOW - 40, 600.0, 600.0, NOW + 2 * 86400),
+    ]
+    assert _forecast(queued, snap) == {"a": NOW + 3000, "b": NOW + 4800, "c": NOW + 4800}
+    assert snap.cluster.free_gpus == 0 and [r.id for r in snap.running] == ["r"]  # untouched
+
+
+def test_run_times_learned_from_finished_jobs_shorten_the_wait():
+    runtimes = RuntimeModel()
+    for _ in range(50):
+        runtimes.observe("t", 3600.0, 1800.0)  # jobs take half of what they declare
+    snap = _snapshot(1, [Running("r", 1, NOW, 3600.0)], runtimes)
+    assert _forecast([Pending("a", 1, NOW, 600.0, 600.0, None, "t")], snap) == {"a": NOW + 1800}
+
+
+def test_a_job_whose_deadline_passes_before_its_turn_gets_no_start():
+    snap = _snapshot(1, [Running("r", 1, NOW, 7200.0)])
+    queued = [Pending("late", 1, NOW, 600.0, 600.0, NOW + 3600), Pending("fine", 1, NOW, 600.0, 600.0, None)]
+    assert _forecast(queued, snap) == {"fine": NOW + 7200}
+
+
+def test_only_the_head_of_a_long_line_is_forecast():
+    snap = _snapshot(4, [])
+    queued = [Pending(f"j{i}", 1, NOW + i, 600.0, 600.0, None) for i in range(FORECAST_JOBS + 50)]
+    starts = _forecast(queued, snap)
+    assert set(starts) == {f"j{i}" for i in range(FORECAST_JOBS)}
+    assert starts["j0"] == NOW and starts[f"j{FORECAST_JOBS - 1}"] == pytest.approx(NOW + 600 * (FORECAST_JOBS // 4 - 1))
