@@ -4,6 +4,7 @@ import {
   formatDuration,
   formatGpuHours,
   formatTime,
+  formatUntil,
   jobSummary,
   progressFraction
 } from '../src/model/format';
@@ -52,12 +53,24 @@ describe('format', () => {
     expect(formatTime(null, now)).toBe('—');
   });
 
+  it('says how long until a forecast start, to the minute', () => {
+    const now = new Date('2024-06-03T08:00:00Z');
+    expect(formatUntil('2024-06-03T09:30:20Z', now)).toBe('in 1h 30m');
+    expect(formatUntil('2024-06-03T08:00:20Z', now)).toBe('now');
+    expect(formatUntil('2024-06-03T07:00:00Z', now)).toBe('now');
+    expect(formatUntil(null, now)).toBe('—');
+  });
+
   it('sums up where a job stands in a line', () => {
     const now = Date.parse('2024-06-03T08:10:00Z');
     expect(jobSummary(job({ state: 'queued', queue_position: 2 }), now)).toBe('waiting 10m');
     const due = job({ state: 'queued' });
     due.request.deadline = new Date(2024, 5, 3, 18, 30).toISOString();
     expect(jobSummary(due, new Date(2024, 5, 3, 9, 0).getTime())).toMatch(/^waiting .* · due 18:30$/);
+    due.expected_start = new Date(2024, 5, 3, 10, 30).toISOString();
+    expect(jobSummary(due, new Date(2024, 5, 3, 9, 0).getTime())).toMatch(
+      /^waiting .* · starts in 1h 30m · due 18:30$/
+    );
     expect(
       jobSummary(
         job({

@@ -106,6 +106,19 @@ export function formatTime(iso: string | null, now: Date = new Date()): string {
   return `${t.getFullYear()}-${pad(t.getMonth() + 1)}-${pad(t.getDate())} ${hm}`;
 }
 
+/** How long until a forecast time, to the minute: "in 1h 30m", or "now" once it has come. */
+export function formatUntil(iso: string | null, now: Date = new Date()): string {
+  if (!iso) {
+    return '—';
+  }
+  const t = new Date(iso);
+  if (Number.isNaN(t.getTime())) {
+    return iso;
+  }
+  const minutes = Math.round((t.getTime() - now.getTime()) / 60000);
+  return minutes >= 1 ? `in ${formatDuration(minutes * 60)}` : 'now';
+}
+
 /** Full local date and time with seconds, for tooltips and the timeline. */
 export function formatTimestamp(iso: string | null): string {
   if (!iso) {
@@ -152,10 +165,11 @@ export function jobSummary(job: IJob, now: number = Date.now()): string {
   switch (job.state) {
     case 'queued': {
       const waiting = `waiting ${formatDuration(secondsBetween(job.submitted_at, null, now))}`;
+      const expected = job.expected_start ? ` · starts ${formatUntil(job.expected_start, new Date(now))}` : '';
       const deadline = job.request.deadline
         ? ` · due ${formatTime(job.request.deadline, new Date(now))}`
         : '';
-      return waiting + deadline;
+      return waiting + expected + deadline;
     }
     case 'running': {
       const { cells_done, cells_total } = job.progress;

@@ -51,6 +51,8 @@ export interface IJob {
   reason: string | null;
   /** 1 for the next job to start; null unless queued. */
   queue_position: number | null;
+  /** When a queued job is expected to start (the policy run forward); null when not forecast. */
+  expected_start?: string | null;
   request: {
     gpus: number;
     max_runtime_s: number | null;

@@ -14,6 +14,7 @@ import {
   formatDuration,
   formatGpuHours,
   formatTimestamp,
+  formatUntil,
   secondsBetween
 } from '../model/format';
 import { liveGpuHours } from '../model/meter';
@@ -155,7 +156,8 @@ function DetailView(props: { model: JobDetailModel; actions: IDetailActions }): 
               {job.gpus.length
                 ? `GPU${job.gpus.length === 1 ? '' : 's'} ${job.gpus.join(', ')}`
                 : job.state === 'queued'
-                  ? `waiting · #${job.queue_position ?? '?'} in queue`
+                  ? `waiting · #${job.queue_position ?? '?'} in queue` +
+                    (job.expected_start ? ` · expected to start ${formatUntil(job.expected_start)}` : '')
                   : 'none'}
             </dd>
             <dt>Meter</dt>

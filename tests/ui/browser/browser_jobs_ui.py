@@ -104,6 +104,7 @@ def test_submit_with_a_changed_parameter_queue_run_notify_and_open_results(lab, 
     expect(row).to_have_attribute("data-state", "queued")
     expect(row.locator(".e31-JobRow-position")).to_have_text("#2")
     expect(job_row(page, "ahead").locator(".e31-JobRow-position")).to_have_text("#1")
+    expect(row.locator(".e31-JobRow-summary")).to_contain_text(re.compile(r"· starts (in \d|now)"))
     expect(page.locator(".e31-Status")).to_contain_text(re.compile(r"1 running\s*·\s*2 queued"))
     screenshot(page, "panel-queued")
     job = next(j for j in api.jobs() if j["name"] == "ui-train")
