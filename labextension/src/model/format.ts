@@ -85,14 +85,20 @@ export function formatCost(cost: number, currency: string | undefined): string {
 
 const pad = (n: number) => String(n).padStart(2, '0');
 
-/** A timestamp near `now` in few characters: "14:03", "Tue 14:03", "2024-05-01 14:03". */
-export function formatTime(iso: string | null, now: Date = new Date()): string {
+/** A Date, or what to show instead: "—" for no time, the text itself when it is not a time. */
+function parseTime(iso: string | null): Date | string {
   if (!iso) {
     return '—';
   }
   const t = new Date(iso);
-  if (Number.isNaN(t.getTime())) {
-    return iso;
+  return Number.isNaN(t.getTime()) ? iso : t;
+}
+
+/** A timestamp near `now` in few characters: "14:03", "Tue 14:03", "2024-05-01 14:03". */
+export function formatTime(iso: string | null, now: Date = new Date()): string {
+  const t = parseTime(iso);
+  if (!(t instanceof Date)) {
+    return t;
   }
   const hm = `${pad(t.getHours())}:${pad(t.getMinutes())}`;
   const sameDay = t.toDateString() === now.toDateString();
@@ -108,12 +114,9 @@ export function formatTime(iso: string | null, now: Date = new Date()): string {
 
 /** How long until a forecast time, to the minute: "in 1h 30m", or "now" once it has come. */
 export function formatUntil(iso: string | null, now: Date = new Date()): string {
-  if (!iso) {
-    return '—';
-  }
-  const t = new Date(iso);
-  if (Number.isNaN(t.getTime())) {
-    return iso;
+  const t = parseTime(iso);
+  if (!(t instanceof Date)) {
+    return t;
   }
   const minutes = Math.round((t.getTime() - now.getTime()) / 60000);
   return minutes >= 1 ? `in ${formatDuration(minutes * 60)}` : 'now';
@@ -121,12 +124,9 @@ export function formatUntil(iso: string | null, now: Date = new Date()): string 
 
 /** Full local date and time with seconds, for tooltips and the timeline. */
 export function formatTimestamp(iso: string | null): string {
-  if (!iso) {
-    return '—';
-  }
-  const t = new Date(iso);
-  if (Number.isNaN(t.getTime())) {
-    return iso;
+  const t = parseTime(iso);
+  if (!(t instanceof Date)) {
+    return t;
   }
   return (
     `${t.getFullYear()}-${pad(t.getMonth() + 1)}-${pad(t.getDate())} ` +
