@@ -1,7 +1,8 @@
 """When queued jobs are expected to start: the policy run forward from one moment.
 
-Running jobs end after their expected run time (what they declared, scaled by the median of
-actual / declared learned from finished jobs, and never before now); each job the policy starts
+Running jobs end after their expected run time: what they declared, scaled by the median of
+actual / declared learned from finished jobs, among the ratios above the share of it they have
+already run (a job that has run long is likely one of the long ones). Each job the policy starts
 then holds its GPUs for its own expected run time; nothing new arrives. At each expected end the
 policy takes another pass, exactly as the live queue would, lane, reservations and expiry
 included. Pure, like the policy; only the first FORECAST_JOBS jobs in line are forecast, so a
@@ -28,9 +29,8 @@ def expected_starts(
     (its deadline out of reach), or one that waits for GPUs nothing will free, gets none."""
     queue = list(ordered[:FORECAST_JOBS])
     cluster = snap.cluster.copy()
-    ratio = snap.runtimes.ratio(None, 0.5)
     order = count()  # ties in the heap of ends go by order of start
-    ends = [(max(snap.now, r.started_at + r.max_runtime * ratio), next(order), r) for r in snap.running]
+    ends = [(_expected_end(r, snap), next(order), r) for r in snap.running]
     heapq.heapify(ends)
     running = {r.id: r for r in snap.running}
     starts: dict[str, float] = {}
@@ -56,6 +56,11 @@ def expected_starts(
         if queue:
             queue = take_pass(_release_next(ends, running, cluster), queue)
     return starts
+
+
+def _expected_end(job: Running, snap: Snapshot) -> float:
+    elapsed = max(0.0, snap.now - job.started_at)
+    return max(snap.now, job.started_at + snap.runtimes.runtime_so_far(job.max_runtime, elapsed, 0.5))
 
 
 def _release_next(ends: list, running: dict[str, Running], cluster: Cluster) -> float:

@@ -232,6 +232,17 @@ class RuntimeModel:
                 return declared_s * ratios[min(hi - 1, lo + int(q * (hi - lo)))]
         return declared_s * _quantile(ratios, q)
 
+    def runtime_so_far(self, declared_s: float, elapsed_s: float, q: float) -> float:
+        """The q-quantile of a running job's whole run time, given that it has run ``elapsed_s``:
+        ``declared_s`` x the q-quantile of everyone's ratios above the share of it already run
+        (a job that has run long is likely to be one of the long ones). Its declared limit once it
+        has outrun every ratio seen, or while nothing is learned."""
+        ratios, _ = self._learned(None)
+        first = bisect_right(ratios, elapsed_s / declared_s) if declared_s > 0 else len(ratios)
+        if first == len(ratios):
+            return max(declared_s, elapsed_s)
+        return declared_s * ratios[first + int(q * (len(ratios) - first))]
+
     def _learned(self, team: str) -> tuple[list[float], tuple[float, float] | None]:
         """The team's actual / declared ratios, sorted, and the lowest and highest actual /
         deadline window (None before any); everyone's while the team has few. Kept until the

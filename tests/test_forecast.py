@@ -39,6 +39,22 @@ def test_run_times_learned_from_finished_jobs_shorten_the_wait():
     assert _forecast([Pending("a", 1, NOW, 600.0, 600.0, None, "t")], snap) == {"a": NOW + 1800}
 
 
+def test_a_running_job_that_has_outrun_most_finished_ones_is_expected_to_be_a_long_one():
+    runtimes = RuntimeModel()
+    for ratio in (0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9) * 5:  # actual / declared of 40 finished jobs
+        runtimes.observe("t", 1000.0, 1000.0 * ratio)
+    queued = [Pending("a", 1, NOW, 600.0, 600.0, None, "t")]
+    # Has run 75% of what it declared: among the ratios above that (0.8, 0.9), the median is 0.9.
+    ran_long = _snapshot(1, [Running("r", 1, NOW - 7500, 10_000.0)], runtimes)
+    assert _forecast(queued, ran_long) == {"a": pytest.approx(NOW - 7500 + 9000)}
+    # Just started: the median of all of them (0.6).
+    just_started = _snapshot(1, [Running("r", 1, NOW - 100, 10_000.0)], runtimes)
+    assert _forecast(queued, just_started) == {"a": pytest.approx(NOW - 100 + 6000)}
+    # Outran every ratio seen: it may run to its limit.
+    outran = _snapshot(1, [Running("r", 1, NOW - 9500, 10_000.0)], runtimes)
+    assert _forecast(queued, outran) == {"a": pytest.approx(NOW + 500)}
+
+
 def test_a_job_whose_deadline_passes_before_its_turn_gets_no_start():
     snap = _snapshot(1, [Running("r", 1, NOW, 7200.0)])
     queued = [Pending("late", 1, NOW, 600.0, 600.0, NOW + 3600), Pending("fine", 1, NOW, 600.0, 600.0, None)]
