@@ -38,13 +38,7 @@ TEAM = ("cluster", "vc", "user")
 
 def main(argv: list[str] | None = None) -> None:
     args = _parse(argv)
-    submits, durations, gpus, teams = read_trace(args.trace)
-    start = _when(args.start) if args.start else min(submits)
-    end = _when(args.end) if args.end else max(submits) + 1
-    keep = [i for i, s in enumerate(submits) if start <= s < end]
-    jobs = synthesise(
-        [submits[i] for i in keep], [durations[i] for i in keep], [gpus[i] for i in keep], [teams[i] for i in keep], args.seed
-    )
+    jobs, (start, end) = window_jobs(args.trace, args.start, args.end, args.seed)
     results = {}
     for name in args.policies:
         began = time.perf_counter()
@@ -64,16 +58,22 @@ def main(argv: list[str] | None = None) -> None:
         plot(results, args.plot)
 
 
-def _parse(argv):
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+def replay_arguments(doc: str) -> argparse.ArgumentParser:
+    """What every replay of a trace window takes: the trace, the cluster, the window, the seed."""
+    parser = argparse.ArgumentParser(description=doc.split("\n\n")[0])
     parser.add_argument("--trace", required=True, type=Path)
     parser.add_argument("--gpus", type=int, default=640)
     parser.add_argument("--machine-gpus", type=int, default=8)
     parser.add_argument("--start", help="first submit day (YYYY-MM-DD[ HH:MM:SS], or seconds)")
     parser.add_argument("--end", help="submits before this")
-    parser.add_argument("--policies", default=",".join(POLICIES), type=lambda s: s.split(","))
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--json", action="store_true", help="print JSON instead of the table")
+    return parser
+
+
+def _parse(argv):
+    parser = replay_arguments(__doc__)
+    parser.add_argument("--policies", default=",".join(POLICIES), type=lambda s: s.split(","))
     parser.add_argument("--plot", type=Path, default=Path(__file__).with_name("scheduling.png"),
                         help="where to draw the PNG (default: benchmarks/scheduling.png)")  # fmt: skip
     parser.add_argument("--no-pass-time", dest="pass_ms", action="store_false",
@@ -86,6 +86,17 @@ def _parse(argv):
 
 
 # --- the trace ---------------------------------------------------------------------------------
+
+
+def window_jobs(path: Path, start: str | None, end: str | None, seed: int) -> tuple[list, tuple[float, float]]:
+    """The trace's jobs submitted in [start, end) (the whole trace by default), with what traces
+    lack drawn from ``seed``; and the window in seconds."""
+    submits, durations, gpus, teams = read_trace(path)
+    first = _when(start) if start else min(submits)
+    last = _when(end) if end else max(submits) + 1
+    keep = [i for i, s in enumerate(submits) if first <= s < last]
+    picked = ([column[i] for i in keep] for column in (submits, durations, gpus, teams))
+    return synthesise(*picked, seed), (first, last)
 
 
 def read_trace(path: Path) -> tuple[list[float], list[float], list[int], list[str]]:

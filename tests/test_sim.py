@@ -161,10 +161,8 @@ def test_summary_figures_on_a_hand_made_replay():
 
 def test_the_benchmark_reads_other_trace_formats_and_prints_json(tmp_path):
     rng = random.Random(1)
-    lines = ["submit_time,duration,num_gpu,vc"]
-    lines += [f"{i * 60},{rng.choice([60, 600, 6000])},{rng.choice([1, 2, 8])},{rng.choice('pq')}" for i in range(200)]
-    trace = tmp_path / "trace.csv"
-    trace.write_text("\n".join(lines) + "\n")
+    rows = [(i * 60, rng.choice([60, 600, 6000]), rng.choice([1, 2, 8]), rng.choice("pq")) for i in range(200)]
+    trace = _write_trace(tmp_path, "submit_time,duration,num_gpu,vc", rows)
     plot = tmp_path / "plot.png"
     run = subprocess.run(
         [sys.executable, str(BENCHMARK), "--trace", str(trace), "--gpus", "16", "--start", "600", "--end", "9000",
@@ -179,3 +177,29 @@ def test_the_benchmark_reads_other_trace_formats_and_prints_json(tmp_path):
         assert set(figures["wait_mean_h"]) == set(figures["wait_p99_h"]) == {"1", "2-8", ">8"}
         assert figures["jobs"] == 140  # submits in [600, 9000)
     assert plot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_the_forecast_benchmark_checks_expected_starts_against_the_replay(tmp_path):
+    rng = random.Random(2)
+    rows = [(i * 120, rng.choice([300, 900, 3600]), rng.choice([1, 1, 2, 4]), rng.choice("uv")) for i in range(300)]
+    trace = _write_trace(tmp_path, "timestamp,duration,num_gpus,user", rows)
+    run = subprocess.run(
+        [sys.executable, str(BENCHMARK.with_name("forecast.py")), "--trace", str(trace), "--gpus", "8",
+         "--every", "0.5", "--json"],
+        capture_output=True, text=True, check=True, timeout=120,
+    )  # fmt: skip
+    results = json.loads(run.stdout)
+    for kind in ("learned", "declared"):
+        figures = results[kind]
+        assert figures["forecasts"] == figures["with_a_time"] + figures["without_a_time"] > 0
+        checked = figures["all"]["n"]
+        assert 0 < checked <= figures["with_a_time"] - figures["then_expired"]
+        assert checked == sum(h["n"] for h in figures["horizons"].values())
+        assert 0 <= figures["all"]["within_15min_or_25pct"] <= 1
+        assert figures["all"]["median_abs_error_h"] >= 0
+
+
+def _write_trace(folder: Path, header: str, rows: list[tuple]) -> Path:
+    trace = folder / "trace.csv"
+    trace.write_text("\n".join([header] + [",".join(map(str, row)) for row in rows]) + "\n")
+    return trace
