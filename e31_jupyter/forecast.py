@@ -1,8 +1,9 @@
 """When queued jobs are expected to start: the policy run forward from one moment.
 
 Running jobs end after their expected run time: what they declared, scaled by the median of
-actual / declared learned from finished jobs, among the ratios above the share of it they have
-already run (a job that has run long is likely one of the long ones). Each job the policy starts
+their team's actual / declared learned from finished jobs, among the ratios above the share of it
+they have already run (a job that has run long is likely one of the long ones), and by their
+limit at the latest. Each job the policy starts
 then holds its GPUs for its own expected run time; nothing new arrives. At each expected end the
 policy takes another pass, exactly as the live queue would, lane, reservations and expiry
 included. Pure, like the policy; only the first FORECAST_JOBS jobs in line are forecast, so a
@@ -41,7 +42,7 @@ def expected_starts(
         for job in queue:
             if job.id in decision.start:
                 starts[job.id] = now
-                held = Running(job.id, job.gpus, now, job.max_runtime, decision.placement[job.id])
+                held = Running(job.id, job.gpus, now, job.max_runtime, decision.placement[job.id], job.estimate, job.team)
                 cluster.hold(held.machines, job.gpus)
                 running[job.id] = held
                 heapq.heappush(ends, (now + expected_runtime(job, moment), next(order), held))
@@ -59,8 +60,11 @@ def expected_starts(
 
 
 def _expected_end(job: Running, snap: Snapshot) -> float:
+    """When a running job is expected to end: never before now, never after its limit."""
     elapsed = max(0.0, snap.now - job.started_at)
-    return max(snap.now, job.started_at + snap.runtimes.runtime_so_far(job.max_runtime, elapsed, 0.5))
+    runtime = snap.runtimes.runtime_so_far(job.team, job.estimate or job.max_runtime, elapsed, 0.5)
+    limit = job.max_runtime if runtime is None else min(runtime, job.max_runtime)
+    return max(snap.now, job.started_at + limit)
 
 
 def _release_next(ends: list, running: dict[str, Running], cluster: Cluster) -> float:

@@ -33,7 +33,10 @@ def pending(job) -> policy.Pending:
 
 
 def running(job: dict) -> policy.Running:
-    return policy.Running(job["id"], len(job["granted"]), job["started_at"], job["max_runtime_s"])
+    waited = pending(job)
+    return policy.Running(
+        job["id"], len(job["granted"]), job["started_at"], waited.max_runtime, (0,), waited.estimate, waited.team
+    )
 
 
 def team(job) -> str:

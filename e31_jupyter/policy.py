@@ -53,6 +53,8 @@ class Running:
     started_at: float
     max_runtime: float
     machines: tuple[int, ...] = (0,)  # where it runs (Cluster.place)
+    estimate: float = 0.0  # what it was expected to hold its GPUs for, as Pending.estimate (0: max_runtime)
+    team: str = ""
 
     @property
     def ends_by(self) -> float:
@@ -232,15 +234,17 @@ class RuntimeModel:
                 return declared_s * ratios[min(hi - 1, lo + int(q * (hi - lo)))]
         return declared_s * _quantile(ratios, q)
 
-    def runtime_so_far(self, declared_s: float, elapsed_s: float, q: float) -> float:
+    def runtime_so_far(self, team: str, declared_s: float, elapsed_s: float, q: float) -> float | None:
         """The q-quantile of a running job's whole run time, given that it has run ``elapsed_s``:
-        ``declared_s`` x the q-quantile of everyone's ratios above the share of it already run
-        (a job that has run long is likely to be one of the long ones). Its declared limit once it
-        has outrun every ratio seen, or while nothing is learned."""
-        ratios, _ = self._learned(None)
+        ``declared_s`` x the q-quantile of the team's ratios above the share of it already run (a
+        job that has run long is likely one of the long ones); what it declared while nothing is
+        learned. None once it has outrun all of them: it may run to its limit."""
+        ratios, _ = self._learned(team)
+        if not ratios:
+            return declared_s if elapsed_s < declared_s else None
         first = bisect_right(ratios, elapsed_s / declared_s) if declared_s > 0 else len(ratios)
         if first == len(ratios):
-            return max(declared_s, elapsed_s)
+            return None
         return declared_s * ratios[first + int(q * (len(ratios) - first))]
 
     def _learned(self, team: str) -> tuple[list[float], tuple[float, float] | None]:

@@ -154,7 +154,7 @@ class Simulation:
 
     def _start(self, job: Pending, machines: tuple[int, ...], now: float) -> None:
         self.cluster.hold(machines, job.gpus)
-        self.running[job.id] = Running(job.id, job.gpus, now, job.max_runtime, machines)
+        self.running[job.id] = Running(job.id, job.gpus, now, job.max_runtime, machines, job.estimate, job.team)
         self.usage.start(job.team, job.gpus, now)
         outcome = self.outcomes[job.id]
         outcome.started_at = now

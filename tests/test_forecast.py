@@ -55,6 +55,23 @@ def test_a_running_job_that_has_outrun_most_finished_ones_is_expected_to_be_a_lo
     assert _forecast(queued, outran) == {"a": pytest.approx(NOW + 500)}
 
 
+def test_a_running_job_is_expected_to_take_what_it_said_it_would_by_its_teams_record():
+    queued = [Pending("a", 1, NOW, 600.0, 600.0, None)]
+    # Expected 10 minutes under a 10-hour limit, nothing learned: its own expectation.
+    said = _snapshot(1, [Running("r", 1, NOW - 60, 36_000.0, (0,), 600.0, "t")])
+    assert _forecast(queued, said) == {"a": NOW + 540}
+    # Past it: it may run to its limit.
+    past = _snapshot(1, [Running("r", 1, NOW - 900, 36_000.0, (0,), 600.0, "t")])
+    assert _forecast(queued, past) == {"a": NOW - 900 + 36_000}
+    # Its team's jobs take twice what they say (others half): 20 minutes.
+    runtimes = RuntimeModel()
+    for _ in range(30):
+        runtimes.observe("t", 600.0, 1200.0)
+        runtimes.observe("u", 600.0, 300.0)
+    learned = _snapshot(1, [Running("r", 1, NOW - 60, 36_000.0, (0,), 600.0, "t")], runtimes)
+    assert _forecast(queued, learned) == {"a": NOW - 60 + 1200}
+
+
 def test_a_job_whose_deadline_passes_before_its_turn_gets_no_start():
     snap = _snapshot(1, [Running("r", 1, NOW, 7200.0)])
     queued = [Pending("late", 1, NOW, 600.0, 600.0, NOW + 3600), Pending("fine", 1, NOW, 600.0, 600.0, None)]

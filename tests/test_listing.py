@@ -85,13 +85,14 @@ def test_a_line_gives_the_policys_order_and_takes_joins_and_leaves():
 
 def test_queued_jobs_show_when_they_are_expected_to_start(client, gated):
     """Nothing has finished on this server, so run times are what the jobs declared."""
-    blocker = wait_state(client, gated.submit(client, "blocker", gpus=2, max_runtime="2h")["id"], "running")
+    blocker = gated.submit(client, "blocker", gpus=2, max_runtime="4h", expected_runtime="2h")
+    blocker = wait_state(client, blocker["id"], "running")
     first = gated.submit(client, "first", gpus=2, max_runtime="1h")
     second = gated.submit(client, "second", gpus=1, max_runtime="30m")
     expected = lambda job: client.job(job["id"])["expected_start"]  # noqa: E731
     wait_for(lambda: expected(second) is not None, timeout=10, what="the line with both jobs in it")
     started = ts(blocker["started_at"])
-    assert ts(expected(first)) == pytest.approx(started + 7200, abs=0.01)  # when the blocker is due to end
+    assert ts(expected(first)) == pytest.approx(started + 7200, abs=0.01)  # when the blocker expects to end
     assert ts(expected(second)) == pytest.approx(started + 7200 + 3600, abs=0.01)  # then after the first
     assert client.job(blocker["id"])["expected_start"] is None  # running: no forecast
     gated.open("blocker")
