@@ -108,13 +108,14 @@ def format_jobs(jobs: list[dict], now: datetime | None = None) -> str:
             _shorten(job.get("name") or "", 32),
             job["state"],
             job.get("queue_position"),
+            format_until(job.get("expected_start"), now),
             (job.get("request") or {}).get("gpus", 0),
             gpu_hours(job),
             format_age(job.get("submitted_at"), now),
         ]
         for job in jobs
     ]
-    return format_table(["ID", "NAME", "STATE", "POS", "GPUS", "GPU-H", "AGE"], rows)
+    return format_table(["ID", "NAME", "STATE", "POS", "STARTS", "GPUS", "GPU-H", "AGE"], rows)
 
 
 def format_job(job: dict) -> str:

@@ -137,8 +137,8 @@ def test_jobs_table_shows_one_row_per_job(e31, trained):
     code, out, _ = e31("jobs")
     assert code == 0
     header, row = out.splitlines()
-    assert header.split() == ["ID", "NAME", "STATE", "POS", "GPUS", "GPU-H", "AGE"]
-    assert row.split()[:5] == [trained, "train", "succeeded", "-", "1"]
+    assert header.split() == ["ID", "NAME", "STATE", "POS", "STARTS", "GPUS", "GPU-H", "AGE"]
+    assert row.split()[:6] == [trained, "train", "succeeded", "-", "-", "1"]
 
 
 def test_status_shows_the_job_and_its_history(e31, trained):
