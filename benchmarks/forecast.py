@@ -32,7 +32,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from scheduling import replay_arguments, window_jobs  # noqa: E402
 
 from e31_jupyter.forecast import FORECAST_JOBS, expected_starts  # noqa: E402
-from e31_jupyter.policy import POLICIES, RuntimeModel, Snapshot  # noqa: E402
+from e31_jupyter.policy import POLICIES, RuntimeModel, Snapshot, quantile  # noqa: E402
 from e31_jupyter.sim import Simulation  # noqa: E402
 
 KINDS = ("learned", "declared")
@@ -96,16 +96,12 @@ def _errors(started: list[tuple[float, float, float]]) -> dict:
     close = sum(abs(real - expected) <= max(900.0, 0.25 * (real - at)) for at, real, expected in started)
     return {
         "n": len(errors),
-        "median_error_h": _quantile(errors, 0.5) / 3600,
-        "median_abs_error_h": _quantile(absolute, 0.5) / 3600,
-        "p90_abs_error_h": _quantile(absolute, 0.9) / 3600,
+        "median_error_h": quantile(errors, 0.5) / 3600,
+        "median_abs_error_h": quantile(absolute, 0.5) / 3600,
+        "p90_abs_error_h": quantile(absolute, 0.9) / 3600,
         "within_15min_or_25pct": close / len(errors),
         "started_later": sum(e > 60 for e in errors) / len(errors),
     }
-
-
-def _quantile(ordered: list[float], q: float) -> float:
-    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
 
 
 def _table(result: dict) -> str:
@@ -146,7 +142,7 @@ def main(argv: list[str] | None = None) -> None:
     replay.run()
     result = score(replay)
     cpu = sorted(replay.cpu_ms)
-    result["forecast_ms"] = {"median": _quantile(cpu, 0.5), "max": cpu[-1]} if cpu else None
+    result["forecast_ms"] = {"median": quantile(cpu, 0.5), "max": cpu[-1]} if cpu else None
     print(f"replay with forecasts: {time.perf_counter() - began:.1f}s", file=sys.stderr)
     if args.json:
         print(json.dumps(result, indent=2))

@@ -217,7 +217,7 @@ class RuntimeModel:
     def ratio(self, team: str | None, q: float) -> float:
         """The q-quantile of actual / declared run time for the team's jobs (None: everyone's)."""
         ratios, _ = self._learned(team)
-        return _quantile(ratios, q) if ratios else 1.0
+        return quantile(ratios, q) if ratios else 1.0
 
     def runtime(self, team: str, declared_s: float, deadline_window_s: float | None, q: float) -> float:
         """The q-quantile of the job's run time: ``declared_s`` x the team's ratios of actual /
@@ -232,7 +232,7 @@ class RuntimeModel:
             lo, hi = bisect_left(ratios, bounds[0] * scale), bisect_right(ratios, bounds[1] * scale)
             if hi - lo >= self.min_samples:
                 return declared_s * ratios[min(hi - 1, lo + int(q * (hi - lo)))]
-        return declared_s * _quantile(ratios, q)
+        return declared_s * quantile(ratios, q)
 
     def runtime_so_far(self, team: str, declared_s: float, elapsed_s: float, q: float) -> float | None:
         """The q-quantile of a running job's whole run time, given that it has run ``elapsed_s``:
@@ -295,7 +295,8 @@ class ShortDemand:
         return loads[rank - 1] / self.bucket_s if len(loads) >= rank else 0.0
 
 
-def _quantile(ordered: Sequence[float], q: float) -> float:
+def quantile(ordered: Sequence[float], q: float) -> float:
+    """The q-quantile of values already sorted (the nearest rank at or below)."""
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
 
 

@@ -32,6 +32,7 @@ from .policy import (
     ShortDemand,
     Snapshot,
     Usage,
+    quantile,
 )
 
 TICK_S = 300.0
@@ -213,7 +214,7 @@ def summarise(outcomes: Sequence[Outcome], gpus: int, window: tuple[float, float
         "utilization": held / (gpus * (end - start)) if end > start else 0.0,
         "mean_jct_h": _mean([o.finished_at - o.job.submitted_at for o in ran]) / 3600,
         "wait_mean_h": {c: _mean(w) / 3600 for c, w in _waits(outcomes).items()},
-        "wait_p99_h": {c: _quantile(w, 0.99) / 3600 for c, w in _waits(outcomes).items()},
+        "wait_p99_h": {c: (quantile(sorted(w), 0.99) if w else 0.0) / 3600 for c, w in _waits(outcomes).items()},
         "fairness_worst": fairness_worst,
         "jain": jain,
         "makespan_h": (max((o.finished_at for o in ran), default=start) - start) / 3600,
@@ -246,10 +247,3 @@ def _overlap(a: float, b: float, start: float, end: float) -> float:
 
 def _mean(values: Sequence[float]) -> float:
     return sum(values) / len(values) if values else 0.0
-
-
-def _quantile(values: Sequence[float], q: float) -> float:
-    if not values:
-        return 0.0
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
