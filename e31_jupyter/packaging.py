@@ -5,6 +5,7 @@ that restores the cell's inputs, runs the cell as written, and hands its results
 from __future__ import annotations
 
 import ast
+import difflib
 import json
 from dataclasses import dataclass
 from pathlib import Path
@@ -12,6 +13,9 @@ from types import ModuleType
 
 import nbformat
 from nbformat.v4 import new_code_cell, new_notebook
+from papermill.exceptions import PapermillException
+from papermill.translators import papermill_translators
+from papermill.utils import nb_language
 
 from .errors import InvalidRequest
 
@@ -63,9 +67,7 @@ def _validated(content, label: str) -> nbformat.NotebookNode:
     if not isinstance(content, dict):
         raise InvalidRequest(f"{label}: a notebook must be a JSON object with a cells list.")
     try:
-        notebook = nbformat.from_dict(content)
-        if notebook.get("nbformat", 0) < 4:
-            notebook = nbformat.convert(notebook, 4)
+        notebook = nbformat.reads(json.dumps(content), as_version=4)  # sources as one string each
         nbformat.validate(notebook)
     except Exception as error:  # nbformat raises several kinds; all mean "not a notebook"
         message = str(error).splitlines()[0] if str(error) else type(error).__name__
@@ -83,6 +85,51 @@ def kernel_of(notebook: nbformat.NotebookNode, available: list[str]) -> str:
             "Change the notebook's kernel (Kernel > Change Kernel) and submit again."
         )
     return name
+
+
+def parameter_warnings(notebook: nbformat.NotebookNode, kernel: str, parameters: dict) -> list[str]:
+    """What the user should hear about parameters the notebook does not declare: papermill runs
+    them anyway, so a misspelt name would silently leave the default in place. Warnings rather
+    than errors, since papermill's reading of a parameters cell can miss unusual assignments.
+    Refuses parameters papermill could not pass at all."""
+    if not parameters:
+        return []
+    translator = _translator(notebook, kernel)
+    cell = next((c for c in notebook.cells if "parameters" in c.metadata.get("tags", [])), None)
+    if cell is None:
+        return [
+            "The notebook has no cell tagged 'parameters', so papermill puts the parameters in a "
+            "cell at the top, where any later cell that sets the same names overwrites them. Tag "
+            "the cell that sets their defaults 'parameters' (View > Cell Toolbar > Tags)."
+        ]
+    try:
+        declared = [parameter.name for parameter in translator.inspect(cell)]
+    except NotImplementedError:  # papermill cannot read this language's parameters cells
+        return []
+    return [
+        f"Parameter {name!r} is not one the notebook's parameters cell sets "
+        f"({', '.join(declared) or 'it sets none'}): papermill passes it anyway, but the notebook "
+        "may never read it." + _did_you_mean(name, declared)
+        for name in parameters
+        if name not in declared
+    ]
+
+
+def _translator(notebook: nbformat.NotebookNode, kernel: str):
+    """papermill's writer of parameters for the notebook's language."""
+    language = nb_language(notebook)
+    try:
+        return papermill_translators.find_translator(kernel, language)
+    except PapermillException:
+        raise InvalidRequest(
+            f"papermill cannot pass parameters to a notebook in {language!r} (kernel {kernel!r}). "
+            "Submit it without parameters, or set the values in the notebook."
+        ) from None
+
+
+def _did_you_mean(name: str, names: list[str]) -> str:
+    close = difflib.get_close_matches(name, names, n=1)
+    return f" Did you mean {close[0]!r}?" if close else ""
 
 
 # --- a cell -> a job notebook ---------------------------------------------------------------

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import json
+
+import nbformat
 import pytest
 import requests
 from conftest import wait_state, write_notebook
@@ -116,6 +119,26 @@ def test_a_deadline_sooner_than_max_runtime_is_accepted_with_a_warning(client, t
     job = client.submit(path=str(nb), deadline="+1h", max_runtime="6h")
     assert job["state"] in ("queued", "running")
     assert any("expected_runtime" in w for w in job["warnings"])
+
+
+def test_a_misspelt_parameter_runs_with_a_warning_naming_the_likely_one(client, tmp_path):
+    nb = write_notebook(tmp_path / "params.ipynb", "print(f'epochs={epochs}')", parameters="epochs = 10\nlr = 0.1")
+    job = client.submit(path=str(nb), parameters={"epoch": 3, "lr": 0.5})
+    assert job["warnings"] == [
+        "Parameter 'epoch' is not one the notebook's parameters cell sets (epochs, lr): papermill "
+        "passes it anyway, but the notebook may never read it. Did you mean 'epochs'?"
+    ]
+    job = wait_state(client, job["id"], "succeeded", "failed")
+    assert job["state"] == "succeeded", job["reason"]
+    executed = nbformat.reads(json.dumps(client.notebook(job["id"])), as_version=4)
+    assert [o.get("text") for c in executed.cells for o in c.outputs] == ["epochs=10\n"]
+
+
+def test_parameters_for_a_notebook_without_a_parameters_cell_are_warned_about(client, tmp_path):
+    nb = write_notebook(tmp_path / "untagged.ipynb", "epochs = 10")
+    job = client.submit(path=str(nb), parameters={"epochs": 3})
+    assert len(job["warnings"]) == 1 and "no cell tagged 'parameters'" in job["warnings"][0]
+    assert client.submit(path=str(nb))["warnings"] == []
 
 
 def test_downloads_and_reports_say_what_they_are(client, api, tmp_path):
