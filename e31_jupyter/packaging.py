@@ -22,9 +22,10 @@ from .errors import InvalidRequest
 DEFAULT_KERNEL = "python3"
 
 
-def notebook_from_request(body: dict, root_dir: Path) -> tuple[nbformat.NotebookNode, str]:
-    """The job's notebook and its file name, from ``path`` (server-readable, relative paths
-    from the server's root directory) or inline ``notebook`` content."""
+def notebook_from_request(body: dict, root_dir: Path) -> tuple[nbformat.NotebookNode, str, Path | None]:
+    """The job's notebook, its file name and the folder it was read from, from ``path``
+    (server-readable, relative paths from the server's root directory) or inline ``notebook``
+    content (no folder)."""
     if ("path" in body) == ("notebook" in body):
         raise InvalidRequest(
             "Give exactly one of path (a notebook file the server can read) "
@@ -41,10 +42,10 @@ def notebook_from_request(body: dict, root_dir: Path) -> tuple[nbformat.Notebook
             content = json.loads(content)
         except ValueError as error:
             raise InvalidRequest(f"notebook: not valid JSON ({error}).") from None
-    return _validated(content, "notebook"), name
+    return _validated(content, "notebook"), name, None
 
 
-def _read_notebook_file(path, root_dir: Path) -> tuple[nbformat.NotebookNode, str]:
+def _read_notebook_file(path, root_dir: Path) -> tuple[nbformat.NotebookNode, str, Path]:
     if not isinstance(path, str) or not path:
         raise InvalidRequest("path must be the path of a notebook file (.ipynb).")
     file = Path(path).expanduser()
@@ -60,7 +61,7 @@ def _read_notebook_file(path, root_dir: Path) -> tuple[nbformat.NotebookNode, st
         raise InvalidRequest(f"path: {file.name} is not valid notebook JSON ({error}).") from None
     except OSError as error:
         raise InvalidRequest(f"path: cannot read {str(file)!r}: {error.strerror}.") from None
-    return _validated(content, f"path: {file.name}"), file.name
+    return _validated(content, f"path: {file.name}"), file.name, file.parent
 
 
 def _validated(content, label: str) -> nbformat.NotebookNode:
@@ -117,7 +118,13 @@ def parameter_warnings(notebook: nbformat.NotebookNode, kernel: str, parameters:
 
 def _translator(notebook: nbformat.NotebookNode, kernel: str):
     """papermill's writer of parameters for the notebook's language."""
-    language = nb_language(notebook)
+    language = _language(notebook)
+    if language is None:
+        raise InvalidRequest(
+            "The notebook does not say what language it is in (metadata language_info or "
+            "kernelspec.language), which papermill needs to pass it parameters. Open and save it "
+            "in Jupyter, or submit it without parameters."
+        )
     try:
         return papermill_translators.find_translator(kernel, language)
     except PapermillException:
@@ -130,6 +137,96 @@ def _translator(notebook: nbformat.NotebookNode, kernel: str):
 def _did_you_mean(name: str, names: list[str]) -> str:
     close = difflib.get_close_matches(name, names, n=1)
     return f" Did you mean {close[0]!r}?" if close else ""
+
+
+def left_behind_warnings(notebook: nbformat.NotebookNode, folder: Path, parameters: dict, data: list[Path]) -> list[str]:
+    """A warning naming files beside the notebook that its code or parameters name by a relative
+    path but that the job will not have: it runs in a folder of its own, holding only its data
+    (each copied in by name). Caught at submit, not hours later when the job starts and fails."""
+    given = {path.name for path in data}
+    missing = [
+        name for name in dict.fromkeys(_relative_paths(notebook, parameters))
+        if Path(name).parts[0] not in given and _is_file(folder / name)
+    ]
+    if not missing:
+        return []
+    shown = ", ".join(repr(name) for name in missing[:5]) + (f" and {len(missing) - 5} more" if len(missing) > 5 else "")
+    flags = " ".join(f"--data {top}" for top in dict.fromkeys(Path(name).parts[0] for name in missing))
+    return [
+        f"The notebook names files next to it that the job will not have: {shown}. A job runs "
+        "in a folder of its own, with only the data it is given; if the notebook reads these "
+        f"files, submit with them as data ({flags})."
+    ]
+
+
+def _relative_paths(notebook: nbformat.NotebookNode, parameters: dict):
+    """Strings in the notebook's Python code and in its parameters that could be relative paths
+    of files it reads (not ones its code writes)."""
+    texts = [value for value in parameters.values() if isinstance(value, str)]
+    if _language(notebook) == "python":
+        trees = [_syntax_tree(cell.source) for cell in notebook.cells if cell.cell_type == "code"]
+        written = {text for tree in trees for text in _written_strings(tree)}
+        texts += [text for tree in trees for text in _string_constants(tree) if text not in written]
+    for text in texts:
+        if 0 < len(text) <= 255 and "\n" not in text and "\0" not in text:
+            path = Path(text)
+            if not path.is_absolute() and not text.startswith("~") and ".." not in path.parts:
+                yield text
+
+
+def _syntax_tree(source: str) -> ast.Module:
+    from IPython.core.inputtransformer2 import TransformerManager  # magics -> Python
+
+    try:
+        return ast.parse(TransformerManager().transform_cell(source))
+    except (SyntaxError, ValueError):
+        return ast.Module(body=[], type_ignores=[])
+
+
+def _string_constants(tree: ast.Module) -> list[str]:
+    strings = [node for node in ast.walk(tree) if isinstance(node, ast.Constant) and isinstance(node.value, str)]
+    return [node.value for node in sorted(strings, key=lambda node: (node.lineno, node.col_offset))]
+
+
+_WRITERS = ("to_", "save", "write", "dump", "mkdir", "makedirs", "imsave")
+
+
+def _written_strings(tree: ast.Module):
+    """Strings given to calls that write a file: ``open(name, "w")``, ``df.to_csv(name)``,
+    ``fig.savefig(name)``, ``torch.save(model, name)``, ``Path(name).write_text(...)``."""
+    for call in (node for node in ast.walk(tree) if isinstance(node, ast.Call)):
+        name = call.func.attr if isinstance(call.func, ast.Attribute) else getattr(call.func, "id", "")
+        if name == "open" and not set(_open_mode(call)) & set("wax"):
+            continue
+        if name == "open" or name.startswith(_WRITERS):
+            yield from _string_arguments(call)
+            if isinstance(call.func, ast.Attribute) and isinstance(call.func.value, ast.Call):
+                yield from _string_arguments(call.func.value)  # Path("x").write_text(...)
+
+
+def _open_mode(call: ast.Call) -> str:
+    modes = call.args[1:2] + [k.value for k in call.keywords if k.arg == "mode"]
+    return next((m.value for m in modes if isinstance(m, ast.Constant) and isinstance(m.value, str)), "r")
+
+
+def _string_arguments(call: ast.Call):
+    for argument in call.args + [k.value for k in call.keywords]:
+        if isinstance(argument, ast.Constant) and isinstance(argument.value, str):
+            yield argument.value
+
+
+def _language(notebook: nbformat.NotebookNode) -> str | None:
+    try:
+        return nb_language(notebook)
+    except ValueError:
+        return None
+
+
+def _is_file(path: Path) -> bool:
+    try:
+        return path.is_file()
+    except OSError:  # a name too long for the file system, say
+        return False
 
 
 # --- a cell -> a job notebook ---------------------------------------------------------------

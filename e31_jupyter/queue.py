@@ -47,7 +47,7 @@ from .forecast import expected_starts
 from .history import History, pending
 from .jobdir import JobDir
 from .line import Line
-from .packaging import kernel_of, notebook_from_request, parameter_warnings
+from .packaging import kernel_of, left_behind_warnings, notebook_from_request, parameter_warnings
 from .staging import Staging, body_again, check_size, data_paths, inputs_path
 from .store import Store
 from .text import format_seconds
@@ -207,9 +207,11 @@ class Queue:
                 )
         inputs = inputs_path(body.get("inputs"))
         await asyncio.to_thread(check_size, data + ([inputs] if inputs else []), self.settings.max_input_bytes)
-        notebook, notebook_name = notebook_from_request(body, root_dir)
+        notebook, notebook_name, folder = notebook_from_request(body, root_dir)
         kernel = kernel_of(notebook, kernels)
         warnings += parameter_warnings(notebook, kernel, parameters)
+        if folder is not None:
+            warnings += left_behind_warnings(notebook, folder, parameters, data)
         spec = JobSpec(
             name=validate_text(body, "name") or notebook_name.removesuffix(".ipynb"),
             notebook_name=notebook_name,

@@ -141,6 +141,19 @@ def test_parameters_for_a_notebook_without_a_parameters_cell_are_warned_about(cl
     assert client.submit(path=str(nb))["warnings"] == []
 
 
+def test_a_file_the_job_will_not_have_is_named_at_submit_and_data_brings_it(client, tmp_path):
+    (tmp_path / "inputs").mkdir()
+    (tmp_path / "inputs" / "rows.csv").write_text("a,b\n1,2\n")
+    nb = write_notebook(tmp_path / "reader.ipynb", "print(len(open('inputs/rows.csv').readlines()))")
+    alone = client.submit(path=str(nb))
+    assert len(alone["warnings"]) == 1 and "'inputs/rows.csv'" in alone["warnings"][0]
+    assert "(--data inputs)" in alone["warnings"][0]
+    assert "FileNotFoundError" in wait_state(client, alone["id"], "failed")["reason"]
+    given = client.submit(path=str(nb), data=[str(tmp_path / "inputs")])
+    assert given["warnings"] == []
+    assert wait_state(client, given["id"], "succeeded", "failed")["state"] == "succeeded"
+
+
 def test_downloads_and_reports_say_what_they_are(client, api, tmp_path):
     nb = write_notebook(tmp_path / "typed.ipynb", "open('empty.txt', 'w').close()\nopen('data.bin', 'wb').write(b'x' * 10)")
     job = wait_state(client, client.submit(path=str(nb))["id"], "succeeded")

@@ -7,7 +7,7 @@ import pytest
 from nbformat.v4 import new_code_cell, new_notebook
 
 from e31_jupyter.errors import InvalidRequest
-from e31_jupyter.packaging import parameter_warnings
+from e31_jupyter.packaging import left_behind_warnings, parameter_warnings
 
 
 def _notebook(language: str, parameters_cell: str) -> nbformat.NotebookNode:
@@ -36,3 +36,49 @@ def test_parameters_papermill_could_not_pass_are_refused():
     with pytest.raises(InvalidRequest, match="cannot pass parameters to a notebook in 'cobol'"):
         parameter_warnings(_notebook("cobol", "01 EPOCHS PIC 9."), "gnucobol", {"epochs": 3})
     assert parameter_warnings(_notebook("cobol", "01 EPOCHS PIC 9."), "gnucobol", {}) == []
+
+
+def test_parameters_for_a_notebook_that_names_no_language_are_refused():
+    nb = new_notebook(cells=[new_code_cell("x = 1", metadata={"tags": ["parameters"]})])
+    with pytest.raises(InvalidRequest, match="does not say what language"):
+        parameter_warnings(nb, "python3", {"x": 2})
+
+
+def _reader(folder, source: str) -> nbformat.NotebookNode:
+    (folder / "data").mkdir()
+    (folder / "data" / "train.csv").write_text("a,b\n")
+    (folder / "labels.txt").write_text("cat\n")
+    (folder / "outputs").mkdir()  # a folder is not taken for a file the notebook reads
+    return new_notebook(cells=[new_code_cell(source)], metadata={"language_info": {"name": "python"}})
+
+
+def test_files_beside_the_notebook_that_the_job_will_not_have_are_named(tmp_path):
+    nb = _reader(tmp_path, "%matplotlib inline\nrows = open('data/train.csv').read()\nlabels = 'labels.txt'\nout = 'outputs'")
+    (warning,) = left_behind_warnings(nb, tmp_path, {}, [])
+    assert "'data/train.csv', 'labels.txt'." in warning and warning.endswith("(--data data --data labels.txt).")
+    (warning,) = left_behind_warnings(nb, tmp_path, {}, [tmp_path / "data"])
+    assert "'labels.txt'." in warning and "train.csv" not in warning
+    assert left_behind_warnings(nb, tmp_path, {}, [tmp_path / "data", tmp_path / "labels.txt"]) == []
+
+
+def test_parameters_naming_files_left_behind_are_warned_about_too(tmp_path):
+    nb = _reader(tmp_path, "print('no paths here', '/etc/hostname', '../labels.txt')")
+    assert left_behind_warnings(nb, tmp_path, {}, []) == []
+    (warning,) = left_behind_warnings(nb, tmp_path, {"table": "data/train.csv", "n": 3}, [])
+    assert "'data/train.csv'" in warning
+
+
+def test_code_that_does_not_parse_names_nothing(tmp_path):
+    assert left_behind_warnings(_reader(tmp_path, "def broken(:\n  'labels.txt'"), tmp_path, {}, []) == []
+
+
+def test_files_the_notebook_writes_are_not_taken_for_inputs(tmp_path):
+    written = "\n".join([
+        "open('data/train.csv', 'w').write('a')", "df.to_csv('labels.txt')", "fig.savefig(fname='data/train.csv')",
+        "torch.save(model, 'labels.txt')", "Path('labels.txt').write_text('x')", "open('labels.txt', mode='a')",
+    ])  # fmt: skip
+    assert left_behind_warnings(_reader(tmp_path, written), tmp_path, {}, []) == []
+    (tmp_path / "other").mkdir()
+    nb = _reader(tmp_path / "other", "open('labels.txt', 'r+').read()\nopen('data/train.csv').read()")
+    (warning,) = left_behind_warnings(nb, tmp_path / "other", {}, [])
+    assert "'labels.txt', 'data/train.csv'." in warning
