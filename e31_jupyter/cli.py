@@ -128,6 +128,7 @@ def format_job(job: dict) -> str:
     if request.get("deadline"):
         wanted.append(f"deadline {request['deadline']}")
     owner = job.get("owner") or "-"
+    work = job.get("work") or {}
     fields = [
         ("job", job["id"]),
         ("name", job.get("name")),
@@ -135,7 +136,8 @@ def format_job(job: dict) -> str:
         ("state", describe(job)),
         ("request", ", ".join(wanted)),
         ("meter", f"{gpu_hours(job)} GPU-h, {meter.get('cost') or 0:.2f} {meter.get('currency') or ''}"),
-        ("notebook", (job.get("work") or {}).get("notebook")),
+        ("notebook", work.get("notebook")),
+        *([("data", ", ".join(work["data"]))] if work.get("data") else []),
         ("files", job.get("files_count")),
         ("submitted", job.get("submitted_at")),
         ("started", job.get("started_at")),

@@ -175,7 +175,7 @@ class JobSpec:
 
 
 _SUBMIT_FIELDS = {
-    "path", "notebook", "notebook_name", "parameters", "data", "gpus", "max_runtime",
+    "path", "notebook", "notebook_name", "folder", "parameters", "data", "gpus", "max_runtime",
     "expected_runtime", "deadline", "name", "team", "outputs", "reports", "inputs", "fingerprint",
     "image", "memory", "cpus",
 }  # fmt: skip

@@ -23,15 +23,17 @@ DEFAULT_KERNEL = "python3"
 
 
 def notebook_from_request(body: dict, root_dir: Path) -> tuple[nbformat.NotebookNode, str, Path | None]:
-    """The job's notebook, its file name and the folder it was read from, from ``path``
-    (server-readable, relative paths from the server's root directory) or inline ``notebook``
-    content (no folder)."""
+    """The job's notebook, its file name and its folder, from ``path`` (server-readable,
+    relative paths from the server's root directory) or inline ``notebook`` content (with the
+    ``folder`` it is saved in, when the client says; None otherwise)."""
     if ("path" in body) == ("notebook" in body):
         raise InvalidRequest(
             "Give exactly one of path (a notebook file the server can read) "
             "or notebook (the notebook's JSON content)."
         )
     if "path" in body:
+        if "folder" in body:
+            raise InvalidRequest("folder goes with notebook (inline content); a path says its own folder.")
         return _read_notebook_file(body["path"], root_dir)
     name = body.get("notebook_name") or "notebook.ipynb"
     if not isinstance(name, str) or "/" in name or not name.endswith(".ipynb"):
@@ -42,7 +44,20 @@ def notebook_from_request(body: dict, root_dir: Path) -> tuple[nbformat.Notebook
             content = json.loads(content)
         except ValueError as error:
             raise InvalidRequest(f"notebook: not valid JSON ({error}).") from None
-    return _validated(content, "notebook"), name, None
+    return _validated(content, "notebook"), name, _folder(body.get("folder"), root_dir)
+
+
+def _folder(value, root_dir: Path) -> Path | None:
+    if value is None:
+        return None
+    folder = Path(value).expanduser() if isinstance(value, str) else None
+    folder = folder if folder is None or folder.is_absolute() else root_dir / folder
+    if folder is None or not folder.is_dir():
+        raise InvalidRequest(
+            f"folder: {value!r} is not a folder the server can read; give the notebook's folder, "
+            "absolute or relative to the server's root dir, or leave it out."
+        )
+    return folder
 
 
 def _read_notebook_file(path, root_dir: Path) -> tuple[nbformat.NotebookNode, str, Path]:
@@ -108,9 +123,9 @@ def parameter_warnings(notebook: nbformat.NotebookNode, kernel: str, parameters:
     except NotImplementedError:  # papermill cannot read this language's parameters cells
         return []
     return [
-        f"Parameter {name!r} is not one the notebook's parameters cell sets "
-        f"({', '.join(declared) or 'it sets none'}): papermill passes it anyway, but the notebook "
-        "may never read it." + _did_you_mean(name, declared)
+        f"Parameter {name!r} is not set in the notebook's parameters cell{_did_you_mean(name, declared)} "
+        f"It is passed all the same (papermill does), but the notebook may never read it; the "
+        f"cell sets {', '.join(declared) or 'nothing'}."
         for name in parameters
         if name not in declared
     ]
@@ -136,7 +151,7 @@ def _translator(notebook: nbformat.NotebookNode, kernel: str):
 
 def _did_you_mean(name: str, names: list[str]) -> str:
     close = difflib.get_close_matches(name, names, n=1)
-    return f" Did you mean {close[0]!r}?" if close else ""
+    return f": did you mean {close[0]!r}?" if close else "."
 
 
 def left_behind_warnings(notebook: nbformat.NotebookNode, folder: Path, parameters: dict, data: list[Path]) -> list[str]:
@@ -153,9 +168,9 @@ def left_behind_warnings(notebook: nbformat.NotebookNode, folder: Path, paramete
     shown = ", ".join(repr(name) for name in missing[:5]) + (f" and {len(missing) - 5} more" if len(missing) > 5 else "")
     flags = " ".join(f"--data {top}" for top in dict.fromkeys(Path(name).parts[0] for name in missing))
     return [
-        f"The notebook names files next to it that the job will not have: {shown}. A job runs "
-        "in a folder of its own, with only the data it is given; if the notebook reads these "
-        f"files, submit with them as data ({flags})."
+        f"The job will not have {shown}, next to the notebook and named by it: give "
+        f"{'it' if len(missing) == 1 else 'them'} as data ({flags}) if the notebook reads "
+        f"{'it' if len(missing) == 1 else 'them'}. A job runs in a folder of its own, holding only its data."
     ]
 
 

@@ -420,6 +420,7 @@ class Queue:
                 "notebook": spec.get("notebook_name"),
                 "parameters": spec.get("parameters", {}),
                 "kernel": spec.get("kernel"),
+                "data": spec.get("data", []),
             },
             "output": {
                 "files": spec.get("outputs", []),

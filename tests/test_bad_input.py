@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import nbformat
 import pytest
@@ -46,6 +47,10 @@ def _refused(response: requests.Response, status: int, *words: str) -> str:
     return message
 
 
+def _inline(path: str) -> dict:
+    return json.loads(Path(path).read_text())
+
+
 def _bad_submits(tmp_path):
     good = str(write_notebook(tmp_path / "ok.ipynb", "x = 1"))
     junk = tmp_path / "junk.ipynb"
@@ -70,6 +75,8 @@ def _bad_submits(tmp_path):
         ({"path": good, "data": [str(tmp_path / "nothing-here")]}, ["data", "nothing at"]),
         ({"path": good, "gpu": 1}, ["Unknown field", "gpu"]),
         ({"path": good, "notebook": {}}, ["exactly one of path"]),
+        ({"path": good, "folder": str(tmp_path)}, ["folder goes with notebook"]),
+        ({"notebook": _inline(good), "folder": str(tmp_path / "nowhere")}, ["folder", "not a folder"]),
     ]
 
 
@@ -125,8 +132,8 @@ def test_a_misspelt_parameter_runs_with_a_warning_naming_the_likely_one(client, 
     nb = write_notebook(tmp_path / "params.ipynb", "print(f'epochs={epochs}')", parameters="epochs = 10\nlr = 0.1")
     job = client.submit(path=str(nb), parameters={"epoch": 3, "lr": 0.5})
     assert job["warnings"] == [
-        "Parameter 'epoch' is not one the notebook's parameters cell sets (epochs, lr): papermill "
-        "passes it anyway, but the notebook may never read it. Did you mean 'epochs'?"
+        "Parameter 'epoch' is not set in the notebook's parameters cell: did you mean 'epochs'? It is "
+        "passed all the same (papermill does), but the notebook may never read it; the cell sets epochs, lr."
     ]
     job = wait_state(client, job["id"], "succeeded", "failed")
     assert job["state"] == "succeeded", job["reason"]
@@ -149,6 +156,9 @@ def test_a_file_the_job_will_not_have_is_named_at_submit_and_data_brings_it(clie
     assert len(alone["warnings"]) == 1 and "'inputs/rows.csv'" in alone["warnings"][0]
     assert "(--data inputs)" in alone["warnings"][0]
     assert "FileNotFoundError" in wait_state(client, alone["id"], "failed")["reason"]
+    inline = client.submit(notebook=_inline(str(nb)), notebook_name="reader.ipynb", folder=str(tmp_path))
+    assert "'inputs/rows.csv'" in inline["warnings"][0]
+    assert client.submit(notebook=_inline(str(nb)), notebook_name="reader.ipynb")["warnings"] == []
     given = client.submit(path=str(nb), data=[str(tmp_path / "inputs")])
     assert given["warnings"] == []
     assert wait_state(client, given["id"], "succeeded", "failed")["state"] == "succeeded"
