@@ -189,7 +189,8 @@ function activate(
     await nbPanel.context.ready;
     const content = nbPanel.context.model.toJSON();
     const name = PathExt.basename(nbPanel.context.path);
-    await submit({ kind: 'content', name, content }, content);
+    const folder = PathExt.dirname(nbPanel.context.path);
+    await submit({ kind: 'content', name, content, folder }, content);
   }
 
   function selectedNotebook(): string | null {

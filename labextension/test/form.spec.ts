@@ -40,6 +40,23 @@ describe('the submit form', () => {
     expect(result.request).toMatchObject({ notebook: content, notebook_name: 'a.ipynb' });
   });
 
+  it('sends data next to the notebook, and the folder of an open notebook', () => {
+    const path = { kind: 'path' as const, path: 'work/train.ipynb' };
+    const form = initialForm(path, []);
+    form.data = 'data, labels.csv\n/datasets/imagenet';
+    expect(submitRequest(form, path, [], 2).request?.data).toEqual([
+      'work/data',
+      'work/labels.csv',
+      '/datasets/imagenet'
+    ]);
+    const content = { cells: [], metadata: {}, nbformat: 4, nbformat_minor: 5 };
+    const open = { kind: 'content' as const, name: 'a.ipynb', content, folder: '' };
+    const atRoot = initialForm(open, []);
+    atRoot.data = 'data';
+    expect(submitRequest(atRoot, open, [], 2).request).toMatchObject({ folder: '', data: ['data'] });
+    expect(submitRequest(initialForm(path, []), path, [], 2).request).not.toHaveProperty('data');
+  });
+
   it('keeps the GPUs within the inventory', () => {
     const source = { kind: 'path' as const, path: 'a.ipynb' };
     const form = initialForm(source, []);
@@ -82,6 +99,7 @@ describe('the resubmit form', () => {
       name: 'sweep',
       team: 'nlp',
       outputs: '*.pt',
+      data: '',
       parameters: { lr: '0.1', tag: 'a' }
     });
   });

@@ -22,6 +22,8 @@ export interface ISubmitForm {
   team: string;
   /** Globs, separated by commas or new lines. */
   outputs: string;
+  /** Files or folders to copy into the job, next to the notebook unless absolute; separated as outputs are. */
+  data: string;
   /** Parameter name -> field text (or checkbox state). */
   parameters: Record<string, string | boolean>;
 }
@@ -29,7 +31,7 @@ export interface ISubmitForm {
 /** Where the job's notebook comes from. */
 export type NotebookSource =
   | { kind: 'path'; path: string }
-  | { kind: 'content'; name: string; content: unknown }
+  | { kind: 'content'; name: string; content: unknown; folder?: string }
   | { kind: 'job'; job: IJob };
 
 export function notebookName(source: NotebookSource): string {
@@ -62,6 +64,7 @@ export function initialForm(
       name: job.name,
       team: job.team || '',
       outputs: (job.output?.files ?? []).join(', '),
+      data: '',
       parameters: fields
     };
   }
@@ -73,8 +76,21 @@ export function initialForm(
     name: notebookName(source).replace(/\.ipynb$/, ''),
     team: remembered.team ?? '',
     outputs: '',
+    data: '',
     parameters: fields
   };
+}
+
+/** The folder a new job's notebook is in, relative to the server's root ('' at the root). */
+export function notebookFolder(source: Exclude<NotebookSource, { kind: 'job' }>): string {
+  return source.kind === 'path' ? source.path.split('/').slice(0, -1).join('/') : source.folder ?? '';
+}
+
+/** Data entries as the server takes them: next to the notebook unless absolute. */
+export function dataPaths(text: string, folder: string): string[] {
+  return splitGlobs(text).map(item =>
+    item.startsWith('/') || !folder ? item : `${folder}/${item}`
+  );
 }
 
 /** The parameters a resubmit dialog shows: those the job was given, with their values. */
@@ -118,6 +134,9 @@ export function submitRequest(
     source.kind === 'path'
       ? { path: source.path }
       : { notebook: source.content, notebook_name: source.name };
+  if (source.kind === 'content' && source.folder !== undefined) {
+    request.folder = source.folder;
+  }
   const gpus = checkGpus(form.gpus, inventorySize, errors);
   if (gpus !== undefined) {
     request.gpus = gpus;
@@ -131,6 +150,10 @@ export function submitRequest(
   const outputs = splitGlobs(form.outputs);
   if (outputs.length) {
     request.outputs = outputs;
+  }
+  const data = dataPaths(form.data, notebookFolder(source));
+  if (data.length) {
+    request.data = data;
   }
   const changed = changedParameters(parameters, form.parameters);
   for (const [name, message] of Object.entries(changed.errors)) {

@@ -74,6 +74,8 @@ export interface IJob {
     notebook?: string | null;
     parameters?: Record<string, unknown>;
     kernel?: string | null;
+    /** The files or folders copied into the job at submit. */
+    data?: string[];
   };
   output?: {
     files?: string[];
@@ -101,7 +103,11 @@ export interface ISubmitRequest {
   path?: string;
   notebook?: unknown;
   notebook_name?: string;
+  /** The folder `notebook` is saved in, relative to the server's root. */
+  folder?: string;
   parameters?: Record<string, unknown>;
+  /** Files or folders copied into the job, relative to the server's root or absolute. */
+  data?: string[];
   gpus?: number;
   max_runtime?: string | number;
   expected_runtime?: string | number;
@@ -115,7 +121,7 @@ export interface ISubmitRequest {
 /** What `POST /jobs/{id}/resubmit` takes: changes to the original job's request. */
 export type IResubmitRequest = Omit<
   ISubmitRequest,
-  'path' | 'notebook' | 'notebook_name'
+  'path' | 'notebook' | 'notebook_name' | 'folder' | 'data'
 >;
 
 export interface IFileEntry {

@@ -146,6 +146,12 @@ function DetailView(props: { model: JobDetailModel; actions: IDetailActions }): 
             <dd>{formatDuration(job.request.expected_runtime_s)}</dd>
             <dt>Deadline</dt>
             <dd>{formatTimestamp(job.request.deadline)}</dd>
+            {job.work?.data?.length ? (
+              <>
+                <dt>Data</dt>
+                <dd className="e31-Detail-data">{job.work.data.join(', ')}</dd>
+              </>
+            ) : null}
           </dl>
         </div>
         <div className="e31-Card">

@@ -218,6 +218,9 @@ function FormView(props: {
         {text('name', 'Name', notebookName(source).replace(/\.ipynb$/, ''))}
         {text('team', 'Team', 'e.g. vision', 'the GPU-hours count towards this team')}
         {text('outputs', 'Outputs', 'e.g. model.pt, plots/*.png', 'files to collect; default: every file the job writes')}
+        {source.kind !== 'job'
+          ? text('data', 'Data', 'e.g. data, labels.csv', 'files or folders next to the notebook to copy into the job')
+          : null}
       </div>
 
       {parameters.length ? (

@@ -248,6 +248,38 @@ def test_an_impossible_deadline_shows_the_servers_message_and_the_dialog_stays_o
     assert first["request"]["gpus"] == 1 and again["work"]["parameters"] == {"n": 7}
 
 
+def test_a_file_left_behind_is_named_and_the_dialogs_data_brings_it(lab, api, context):
+    folder = lab.root / "project"
+    (folder / "inputs").mkdir(parents=True)
+    (folder / "inputs" / "rows.csv").write_text("a,b\n1,2\n")
+    write_notebook(folder / "reader.ipynb", "print('rows:', len(open('inputs/rows.csv').readlines()))")
+    page = context.new_page()
+    open_lab(page, lab, "data", "project/reader.ipynb")
+    dialog = page.locator(".e31-SubmitDialog")
+
+    # Submitted as it is open: the server knows its folder and names the file the job lacks.
+    page.locator(".e31-SubmitButton").click()
+    expect(dialog.locator('input[name="gpus"]')).to_be_focused()  # the dialog is done moving the focus
+    dialog.locator('input[name="name"]').fill("no-data")
+    dialog.locator(".jp-Dialog-button.jp-mod-accept").click()
+    warning = toast(page, "'inputs/rows.csv'")
+    expect(warning).to_contain_text("--data inputs")
+    expect(job_row(page, "no-data")).to_have_attribute("data-state", "failed", timeout=JOB_END_WAIT)
+
+    # The dialog's Data field, next to the notebook, brings it.
+    page.locator(".e31-SubmitButton").click()
+    expect(dialog.locator('input[name="gpus"]')).to_be_focused()
+    dialog.locator('input[name="name"]').fill("with-data")
+    dialog.locator('input[name="data"]').fill("inputs")
+    dialog.locator(".jp-Dialog-button.jp-mod-accept").click()
+    expect(dialog).to_have_count(0)
+    expect(job_row(page, "with-data")).to_have_attribute("data-state", "succeeded", timeout=JOB_END_WAIT)
+    job = next(j for j in api.jobs() if j["name"] == "with-data")
+    assert job["work"]["data"] == [str(folder / "inputs")]
+    job_row(page, "with-data").click()
+    expect(page.locator(".e31-Detail-data")).to_have_text(str(folder / "inputs"))
+
+
 def test_endings_while_the_browser_was_closed_are_announced_once_on_return(lab, api, context):
     page = context.new_page()
     open_lab(page, lab, "away")
