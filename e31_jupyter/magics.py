@@ -26,7 +26,7 @@ from traitlets import Int, Unicode
 from . import cli, values, widgets
 from .client import FINAL_STATES, E31Client, safe_destination
 from .errors import E31Error, InvalidRequest
-from .packaging import DEFAULT_KERNEL, cell_names, cell_notebook, import_line
+from .packaging import DEFAULT_KERNEL, cell_names, cell_notebook, import_line, left_behind_warnings
 
 HIDDEN = {"In", "Out", "get_ipython", "exit", "quit"}  # IPython's own names, never captured
 LINE_COMMANDS = ("submit-notebook", "jobs", "status", "logs", "cancel", "wait", "collect")
@@ -140,7 +140,8 @@ class E31Magics(Magics):
             if staging:
                 shutil.rmtree(staging, ignore_errors=True)
             raise
-        self.show(job, job.get("warnings", []))
+        data = [Path(path) for path in body.get("data") or []]
+        self.show(job, job.get("warnings", []) + left_behind_warnings([source], Path.cwd(), {}, data))
         return self._wait_and_collect(job) if args.wait else job
 
     def _inputs(self, reads: list[str], option: str | None) -> tuple[list[str], dict]:

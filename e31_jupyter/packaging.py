@@ -154,13 +154,21 @@ def _did_you_mean(name: str, names: list[str]) -> str:
     return f": did you mean {close[0]!r}?" if close else "."
 
 
-def left_behind_warnings(notebook: nbformat.NotebookNode, folder: Path, parameters: dict, data: list[Path]) -> list[str]:
-    """A warning naming files beside the notebook that its code or parameters name by a relative
-    path but that the job will not have: it runs in a folder of its own, holding only its data
-    (each copied in by name). Caught at submit, not hours later when the job starts and fails."""
+def python_sources(notebook: nbformat.NotebookNode) -> list[str]:
+    """The sources of a Python notebook's code cells; none for another language."""
+    if _language(notebook) != "python":
+        return []
+    return [cell.source for cell in notebook.cells if cell.cell_type == "code"]
+
+
+def left_behind_warnings(sources: list[str], folder: Path, parameters: dict, data: list[Path]) -> list[str]:
+    """A warning naming files in ``folder`` that the Python code ``sources`` or the parameters
+    name by a relative path but that the job will not have: it runs in a folder of its own,
+    holding only its data (each copied in by name). Caught at submit, not hours later when the
+    job starts and fails."""
     given = {path.name for path in data}
     missing = [
-        name for name in dict.fromkeys(_relative_paths(notebook, parameters))
+        name for name in dict.fromkeys(_relative_paths(sources, parameters))
         if Path(name).parts[0] not in given and _is_file(folder / name)
     ]
     if not missing:
@@ -174,14 +182,13 @@ def left_behind_warnings(notebook: nbformat.NotebookNode, folder: Path, paramete
     ]
 
 
-def _relative_paths(notebook: nbformat.NotebookNode, parameters: dict):
-    """Strings in the notebook's Python code and in its parameters that could be relative paths
-    of files it reads (not ones its code writes)."""
+def _relative_paths(sources: list[str], parameters: dict):
+    """Strings in the code and in the parameters that could be relative paths of files the code
+    reads (not ones it writes)."""
+    trees = [_syntax_tree(source) for source in sources]
+    written = {text for tree in trees for text in _written_strings(tree)}
     texts = [value for value in parameters.values() if isinstance(value, str)]
-    if _language(notebook) == "python":
-        trees = [_syntax_tree(cell.source) for cell in notebook.cells if cell.cell_type == "code"]
-        written = {text for tree in trees for text in _written_strings(tree)}
-        texts += [text for tree in trees for text in _string_constants(tree) if text not in written]
+    texts += [text for tree in trees for text in _string_constants(tree) if text not in written]
     for text in texts:
         if 0 < len(text) <= 255 and "\n" not in text and "\0" not in text:
             path = Path(text)

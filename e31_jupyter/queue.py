@@ -47,7 +47,7 @@ from .forecast import expected_starts
 from .history import History, pending
 from .jobdir import JobDir
 from .line import Line
-from .packaging import kernel_of, left_behind_warnings, notebook_from_request, parameter_warnings
+from .packaging import kernel_of, left_behind_warnings, notebook_from_request, parameter_warnings, python_sources
 from .staging import Staging, body_again, check_size, data_paths, inputs_path
 from .store import Store
 from .text import format_seconds
@@ -211,7 +211,7 @@ class Queue:
         kernel = kernel_of(notebook, kernels)
         warnings += parameter_warnings(notebook, kernel, parameters)
         if folder is not None:
-            warnings += left_behind_warnings(notebook, folder, parameters, data)
+            warnings += left_behind_warnings(python_sources(notebook), folder, parameters, data)
         spec = JobSpec(
             name=validate_text(body, "name") or notebook_name.removesuffix(".ipynb"),
             notebook_name=notebook_name,

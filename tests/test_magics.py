@@ -197,3 +197,13 @@ def test_kernels_started_by_the_server_find_the_queue_by_themselves(server):
         assert environ["E31_TOKEN"] == server.token
     finally:
         requests.delete(f"{server.url}/api/kernels/{kernel.json()['id']}", headers=headers, timeout=30)
+
+
+def test_a_file_the_cell_reads_but_the_job_will_not_have_is_named_and_data_brings_it(kernel, client, tmp_path):
+    (tmp_path / "rows.csv").write_text("a\nb\nc\n")
+    alone = kernel.run("%%e31 submit --name alone\nrows = len(open('rows.csv').readlines())")
+    assert "The job will not have 'rows.csv'" in alone.stderr and "(--data rows.csv)" in alone.stderr
+    given = kernel.run("%%e31 submit --name given --data rows.csv --wait\nrows = len(open('rows.csv').readlines())")
+    assert "will not have" not in given.stderr
+    assert kernel.value("rows") == "3"
+    assert "FileNotFoundError" in wait_state(client, _job_id(alone), "failed")["reason"]

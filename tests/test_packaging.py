@@ -7,7 +7,7 @@ import pytest
 from nbformat.v4 import new_code_cell, new_notebook
 
 from e31_jupyter.errors import InvalidRequest
-from e31_jupyter.packaging import left_behind_warnings, parameter_warnings
+from e31_jupyter.packaging import left_behind_warnings, parameter_warnings, python_sources
 
 
 def _notebook(language: str, parameters_cell: str) -> nbformat.NotebookNode:
@@ -54,23 +54,28 @@ def _reader(folder, source: str) -> nbformat.NotebookNode:
 
 def test_files_beside_the_notebook_that_the_job_will_not_have_are_named(tmp_path):
     nb = _reader(tmp_path, "%matplotlib inline\nrows = open('data/train.csv').read()\nlabels = 'labels.txt'\nout = 'outputs'")
-    (warning,) = left_behind_warnings(nb, tmp_path, {}, [])
+    (warning,) = left_behind_warnings(python_sources(nb), tmp_path, {}, [])
     assert warning.startswith("The job will not have 'data/train.csv', 'labels.txt', next to the notebook")
     assert "give them as data (--data data --data labels.txt)" in warning
-    (warning,) = left_behind_warnings(nb, tmp_path, {}, [tmp_path / "data"])
+    (warning,) = left_behind_warnings(python_sources(nb), tmp_path, {}, [tmp_path / "data"])
     assert "'labels.txt'," in warning and "train.csv" not in warning and "as data (--data labels.txt)" in warning
-    assert left_behind_warnings(nb, tmp_path, {}, [tmp_path / "data", tmp_path / "labels.txt"]) == []
+    assert left_behind_warnings(python_sources(nb), tmp_path, {}, [tmp_path / "data", tmp_path / "labels.txt"]) == []
 
 
 def test_parameters_naming_files_left_behind_are_warned_about_too(tmp_path):
     nb = _reader(tmp_path, "print('no paths here', '/etc/hostname', '../labels.txt')")
-    assert left_behind_warnings(nb, tmp_path, {}, []) == []
-    (warning,) = left_behind_warnings(nb, tmp_path, {"table": "data/train.csv", "n": 3}, [])
+    assert left_behind_warnings(python_sources(nb), tmp_path, {}, []) == []
+    (warning,) = left_behind_warnings(python_sources(nb), tmp_path, {"table": "data/train.csv", "n": 3}, [])
     assert "'data/train.csv'" in warning
 
 
+def test_only_python_code_is_read_for_paths():
+    assert python_sources(_notebook("R", "rows <- read.csv('labels.txt')")) == []
+    assert python_sources(_notebook("python", "rows = open('labels.txt')")) == ["rows = open('labels.txt')"]
+
+
 def test_code_that_does_not_parse_names_nothing(tmp_path):
-    assert left_behind_warnings(_reader(tmp_path, "def broken(:\n  'labels.txt'"), tmp_path, {}, []) == []
+    assert left_behind_warnings(python_sources(_reader(tmp_path, "def broken(:\n  'labels.txt'")), tmp_path, {}, []) == []
 
 
 def test_files_the_notebook_writes_are_not_taken_for_inputs(tmp_path):
@@ -78,8 +83,8 @@ def test_files_the_notebook_writes_are_not_taken_for_inputs(tmp_path):
         "open('data/train.csv', 'w').write('a')", "df.to_csv('labels.txt')", "fig.savefig(fname='data/train.csv')",
         "torch.save(model, 'labels.txt')", "Path('labels.txt').write_text('x')", "open('labels.txt', mode='a')",
     ])  # fmt: skip
-    assert left_behind_warnings(_reader(tmp_path, written), tmp_path, {}, []) == []
+    assert left_behind_warnings(python_sources(_reader(tmp_path, written)), tmp_path, {}, []) == []
     (tmp_path / "other").mkdir()
     nb = _reader(tmp_path / "other", "open('labels.txt', 'r+').read()\nopen('data/train.csv').read()")
-    (warning,) = left_behind_warnings(nb, tmp_path / "other", {}, [])
+    (warning,) = left_behind_warnings(python_sources(nb), tmp_path / "other", {}, [])
     assert "have 'labels.txt', 'data/train.csv'," in warning
