@@ -3,8 +3,11 @@
 Running jobs end after their expected run time: what they declared, scaled by the median of
 their team's actual / declared learned from finished jobs, among the ratios above the share of it
 they have already run (a job that has run long is likely one of the long ones), and by their
-limit at the latest. Each job the policy starts
-then holds its GPUs for its own expected run time; nothing new arrives. At each expected end the
+limit at the latest. A job that declared nothing goes by the run times of finished jobs that
+declared nothing either; with none longer than it has run, when it ends is not known, and the
+jobs waiting for its GPUs get no expected start rather than a guess (its limit is only a server
+default). Each job the policy starts then holds its GPUs for its own expected run time, judged
+the same way; nothing new arrives. At each expected end the
 policy takes another pass, exactly as the live queue would, lane, reservations and expiry
 included. Pure, like the policy; only the first FORECAST_JOBS jobs in line are forecast, so a
 forecast costs the same however long the queue is.
@@ -31,7 +34,7 @@ def expected_starts(
     queue = list(ordered[:FORECAST_JOBS])
     cluster = snap.cluster.copy()
     order = count()  # ties in the heap of ends go by order of start
-    ends = [(_expected_end(r, snap), next(order), r) for r in snap.running]
+    ends = [(end, next(order), r) for r in snap.running if (end := _expected_end(r, snap)) is not None]
     heapq.heapify(ends)
     running = {r.id: r for r in snap.running}
     starts: dict[str, float] = {}
@@ -45,7 +48,9 @@ def expected_starts(
                 held = Running(job.id, job.gpus, now, job.max_runtime, decision.placement[job.id], job.estimate, job.team)
                 cluster.hold(held.machines, job.gpus)
                 running[job.id] = held
-                heapq.heappush(ends, (now + expected_runtime(job, moment), next(order), held))
+                hold = _expected_hold(job, moment)
+                if hold is not None:  # else it holds its GPUs for as long as the forecast looks
+                    heapq.heappush(ends, (now + hold, next(order), held))
         gone = {job_id for job_id, _ in decision.expire} | set(decision.start)
         return [job for job in queue if job.id not in gone]
 
@@ -59,12 +64,24 @@ def expected_starts(
     return starts
 
 
-def _expected_end(job: Running, snap: Snapshot) -> float:
-    """When a running job is expected to end: never before now, never after its limit."""
+def _expected_end(job: Running, snap: Snapshot) -> float | None:
+    """When a running job is expected to end: never before now, never after its limit; None
+    when nothing says (it declared nothing, and no finished job like it ran as long)."""
     elapsed = max(0.0, snap.now - job.started_at)
-    runtime = snap.runtimes.runtime_so_far(job.team, job.estimate or job.max_runtime, elapsed, 0.5)
-    limit = job.max_runtime if runtime is None else min(runtime, job.max_runtime)
-    return max(snap.now, job.started_at + limit)
+    runtime = snap.runtimes.runtime_so_far(job.team, job.estimate, elapsed, 0.5)
+    if runtime is None:
+        if not job.estimate:
+            return None
+        runtime = job.max_runtime  # it has outrun what it declared: it may run to its limit
+    return max(snap.now, job.started_at + min(runtime, job.max_runtime))
+
+
+def _expected_hold(job: Pending, snap: Snapshot) -> float | None:
+    """How long a job the forecast starts holds its GPUs; None when nothing says."""
+    if job.estimate:
+        return expected_runtime(job, snap)
+    runtime = snap.runtimes.runtime_so_far(job.team, 0.0, 0.0, 0.5)
+    return None if runtime is None else min(runtime, job.max_runtime)
 
 
 def _release_next(ends: list, running: dict[str, Running], cluster: Cluster) -> float:

@@ -53,7 +53,7 @@ class Running:
     started_at: float
     max_runtime: float
     machines: tuple[int, ...] = (0,)  # where it runs (Cluster.place)
-    estimate: float = 0.0  # what it was expected to hold its GPUs for, as Pending.estimate (0: max_runtime)
+    estimate: float = 0.0  # what it was expected to hold its GPUs for, as Pending.estimate (0: nothing declared)
     team: str = ""
 
     @property
@@ -184,9 +184,10 @@ class Cluster:
 class RuntimeModel:
     """What finished jobs teach about run times, from the latest ``window`` jobs per team and over
     everyone: the ratio of each job's actual run time to what it declared (``Pending.estimate``),
-    and, for jobs with a deadline, to its deadline window (deadline - submit). Fed by the caller
-    as jobs finish, so there is no look-ahead. A team with fewer than ``min_samples`` finished
-    jobs borrows everyone's; with none at all the declared time stands (ratio 1).
+    and, for jobs with a deadline, to its deadline window (deadline - submit); for jobs that
+    declared nothing, the run time itself. Fed by the caller as jobs finish, so there is no
+    look-ahead. A team with fewer than ``min_samples`` finished jobs borrows everyone's; with none
+    at all the declared time stands (ratio 1).
 
     A job's run time is bounded by both: its declared time x a learned ratio, and a run time that
     sits inside the learned range of actual / deadline window. ``runtime`` keeps only the ratios
@@ -200,14 +201,19 @@ class RuntimeModel:
         self.min_samples = min_samples
         self._declared: dict[str | None, deque[float]] = {}  # actual / declared
         self._windows: dict[str | None, deque[float]] = {}  # actual / deadline window
+        self._undeclared: dict[str | None, deque[float]] = {}  # actual, of jobs that declared nothing
         self._cache: dict[str | None, tuple[list[float], tuple[float, float] | None]] = {}  # see _learned
+        self._undeclared_cache: dict[str | None, list[float]] = {}  # sorted, kept until the next observe
 
     def observe(self, team: str, declared_s: float, actual_s: float, deadline_window_s: float | None = None) -> None:
-        """One finished job: what it declared, what it took, and (optional) how long its deadline
-        left it from submit."""
+        """One finished job: what it declared (0: nothing), what it took, and (optional) how long
+        its deadline left it from submit."""
         self._add(self._declared, team, declared_s, actual_s)
         self._add(self._windows, team, deadline_window_s or 0.0, actual_s)
+        if declared_s <= 0:
+            self._add(self._undeclared, team, 1.0, actual_s)
         self._cache.clear()
+        self._undeclared_cache.clear()
 
     def _add(self, samples: dict[str | None, deque[float]], team: str, base_s: float, actual_s: float) -> None:
         if base_s > 0:
@@ -238,14 +244,22 @@ class RuntimeModel:
         """The q-quantile of a running job's whole run time, given that it has run ``elapsed_s``:
         ``declared_s`` x the q-quantile of the team's ratios above the share of it already run (a
         job that has run long is likely one of the long ones); what it declared while nothing is
-        learned. None once it has outrun all of them: it may run to its limit."""
+        learned. None once it has outrun all of them: it may run to its limit. A job that declared
+        nothing (``declared_s`` 0) goes by the run times of finished jobs that declared nothing
+        either, the same way; None while there are none longer than it has run."""
+        if declared_s <= 0:
+            return _above(self._undeclared_durations(team), elapsed_s, q)
         ratios, _ = self._learned(team)
         if not ratios:
             return declared_s if elapsed_s < declared_s else None
-        first = bisect_right(ratios, elapsed_s / declared_s) if declared_s > 0 else len(ratios)
-        if first == len(ratios):
-            return None
-        return declared_s * ratios[first + int(q * (len(ratios) - first))]
+        ratio = _above(ratios, elapsed_s / declared_s, q)
+        return None if ratio is None else declared_s * ratio
+
+    def _undeclared_durations(self, team: str) -> list[float]:
+        durations = self._undeclared_cache.get(team)
+        if durations is None:
+            durations = self._undeclared_cache[team] = sorted(self._own_or_everyones(self._undeclared, team))
+        return durations
 
     def _learned(self, team: str) -> tuple[list[float], tuple[float, float] | None]:
         """The team's actual / declared ratios, sorted, and the lowest and highest actual /
@@ -293,6 +307,12 @@ class ShortDemand:
         through it at the declared run times; 0 when fewer buckets saw short jobs."""
         loads = sorted((load for start, load in self._buckets if start >= now - self.span_s), reverse=True)
         return loads[rank - 1] / self.bucket_s if len(loads) >= rank else 0.0
+
+
+def _above(ordered: Sequence[float], floor: float, q: float) -> float | None:
+    """The q-quantile of the sorted values above ``floor``; None when none is."""
+    first = bisect_right(ordered, floor)
+    return None if first == len(ordered) else ordered[first + int(q * (len(ordered) - first))]
 
 
 def quantile(ordered: Sequence[float], q: float) -> float:

@@ -21,7 +21,7 @@ def _forecast(queued: list[Pending], snap: Snapshot) -> dict[str, float]:
 
 
 def test_jobs_start_as_the_ones_ahead_are_expected_to_end():
-    snap = _snapshot(2, [Running("r", 2, NOW - 600, 3600.0)])  # expected to end at NOW + 3000
+    snap = _snapshot(2, [Running("r", 2, NOW - 600, 3600.0, (0,), 3600.0)])  # expected to end at NOW + 3000
     queued = [
         Pending("a", 2, NOW - 60, 1800.0, 1800.0, NOW + 86400),
         Pending("b", 1, NOW - 50, 600.0, 600.0, NOW + 2 * 86400),
@@ -35,7 +35,7 @@ def test_run_times_learned_from_finished_jobs_shorten_the_wait():
     runtimes = RuntimeModel()
     for _ in range(50):
         runtimes.observe("t", 3600.0, 1800.0)  # jobs take half of what they declare
-    snap = _snapshot(1, [Running("r", 1, NOW, 3600.0)], runtimes)
+    snap = _snapshot(1, [Running("r", 1, NOW, 3600.0, (0,), 3600.0, "t")], runtimes)
     assert _forecast([Pending("a", 1, NOW, 600.0, 600.0, None, "t")], snap) == {"a": NOW + 1800}
 
 
@@ -45,13 +45,13 @@ def test_a_running_job_that_has_outrun_most_finished_ones_is_expected_to_be_a_lo
         runtimes.observe("t", 1000.0, 1000.0 * ratio)
     queued = [Pending("a", 1, NOW, 600.0, 600.0, None, "t")]
     # Has run 75% of what it declared: among the ratios above that (0.8, 0.9), the median is 0.9.
-    ran_long = _snapshot(1, [Running("r", 1, NOW - 7500, 10_000.0)], runtimes)
+    ran_long = _snapshot(1, [Running("r", 1, NOW - 7500, 10_000.0, (0,), 10_000.0, "t")], runtimes)
     assert _forecast(queued, ran_long) == {"a": pytest.approx(NOW - 7500 + 9000)}
     # Just started: the median of all of them (0.6).
-    just_started = _snapshot(1, [Running("r", 1, NOW - 100, 10_000.0)], runtimes)
+    just_started = _snapshot(1, [Running("r", 1, NOW - 100, 10_000.0, (0,), 10_000.0, "t")], runtimes)
     assert _forecast(queued, just_started) == {"a": pytest.approx(NOW - 100 + 6000)}
     # Outran every ratio seen: it may run to its limit.
-    outran = _snapshot(1, [Running("r", 1, NOW - 9500, 10_000.0)], runtimes)
+    outran = _snapshot(1, [Running("r", 1, NOW - 9500, 10_000.0, (0,), 10_000.0, "t")], runtimes)
     assert _forecast(queued, outran) == {"a": pytest.approx(NOW + 500)}
 
 
@@ -72,8 +72,31 @@ def test_a_running_job_is_expected_to_take_what_it_said_it_would_by_its_teams_re
     assert _forecast(queued, learned) == {"a": NOW - 60 + 1200}
 
 
+def test_behind_a_job_that_declared_nothing_and_nothing_like_it_finished_the_start_is_not_guessed():
+    # Declared neither an expected run time nor a limit: its limit (1 day) is the server's
+    # default, not a forecast. The job that needs its GPU gets none; one that fits beside it does.
+    snap = _snapshot(2, [Running("r", 1, NOW - 60, 86_400.0, (0,), 0.0, "t")])
+    queued = [Pending("behind", 2, NOW, 600.0, 600.0, None, "t"), Pending("beside", 1, NOW + 1, 600.0, 600.0, None, "t")]
+    assert _forecast(queued, snap) == {"beside": NOW}
+
+
+def test_jobs_that_declared_nothing_go_by_how_long_such_jobs_took():
+    runtimes = RuntimeModel()
+    for minutes in (10, 20, 30, 40, 50, 60) * 4:  # finished jobs that declared nothing
+        runtimes.observe("t", 0.0, minutes * 60.0)
+    # Has run 35 minutes: among the run times above that (40, 50, 60 minutes), the median is 50.
+    snap = _snapshot(1, [Running("r", 1, NOW - 35 * 60, 86_400.0, (0,), 0.0, "t")], runtimes)
+    undeclared = Pending("u", 1, NOW, 86_400.0, 0.0, None, "t")
+    declared = Pending("d", 1, NOW + 1, 600.0, 600.0, None, "t")
+    # "u" starts when "r" is expected to end and holds the GPU for the median of all (40 minutes).
+    assert _forecast([undeclared, declared], snap) == {"u": NOW + 15 * 60, "d": NOW + 55 * 60}
+    # Outran every one of them: not known.
+    outran = _snapshot(1, [Running("r", 1, NOW - 90 * 60, 86_400.0, (0,), 0.0, "t")], runtimes)
+    assert _forecast([declared], outran) == {}
+
+
 def test_a_job_whose_deadline_passes_before_its_turn_gets_no_start():
-    snap = _snapshot(1, [Running("r", 1, NOW, 7200.0)])
+    snap = _snapshot(1, [Running("r", 1, NOW, 7200.0, (0,), 7200.0)])
     queued = [Pending("late", 1, NOW, 600.0, 600.0, NOW + 3600), Pending("fine", 1, NOW, 600.0, 600.0, None)]
     assert _forecast(queued, snap) == {"fine": NOW + 7200}
 

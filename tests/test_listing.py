@@ -98,3 +98,19 @@ def test_queued_jobs_show_when_they_are_expected_to_start(client, gated):
     gated.open("blocker")
     wait_state(client, first["id"], "running")
     assert expected(first) is None
+
+
+def test_no_start_is_guessed_for_a_job_that_waits_on_one_that_declared_nothing(client, gated):
+    """The undeclared job's limit is the server's default; nothing like it has finished here."""
+    undeclared = wait_state(client, gated.submit(client, "undeclared", gpus=1)["id"], "running")
+    declared = wait_state(client, gated.submit(client, "declared", gpus=1, expected_runtime="1h")["id"], "running")
+    both = gated.submit(client, "both", gpus=2, max_runtime="1h")
+    one = gated.submit(client, "one", gpus=1, max_runtime="30m")
+    expected = lambda job: client.job(job["id"])["expected_start"]  # noqa: E731
+    wait_for(lambda: expected(one) is not None, timeout=10, what="a forecast with both jobs in line")
+    assert ts(expected(one)) == pytest.approx(ts(declared["started_at"]) + 3600, abs=0.01)
+    assert expected(both) is None  # needs the GPU of the job nobody can say the end of
+    assert client.job(undeclared["id"])["request"]["max_runtime_s"] == 86400  # the default
+    for name in ("undeclared", "declared", "both", "one"):
+        gated.open(name)
+
