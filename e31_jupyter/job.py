@@ -10,6 +10,7 @@ import math
 import re
 from dataclasses import asdict, dataclass, field
 from enum import Enum
+from pathlib import Path
 
 from .errors import InvalidRequest
 from .text import format_seconds
@@ -418,6 +419,15 @@ def string_list(value, field_name: str) -> list[str]:
     if not isinstance(value, list) or not all(isinstance(v, str) and v for v in value):
         raise InvalidRequest(f"{field_name} must be a list of non-empty strings, got {value!r}.")
     return list(value)
+
+
+def server_path(text: str, root_dir: Path, field_name: str) -> Path:
+    """A path the client named: ``~`` expanded, a relative one taken from the server's root dir."""
+    try:
+        path = Path(text).expanduser()
+    except RuntimeError:  # ~someone who has no home here
+        raise InvalidRequest(f"{field_name}: cannot find the home folder in {text!r}; give the full path.") from None
+    return path if path.is_absolute() else root_dir / path
 
 
 def validate_text(body: dict, key: str, default: str = "") -> str:

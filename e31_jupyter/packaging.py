@@ -18,6 +18,7 @@ from papermill.translators import papermill_translators
 from papermill.utils import nb_language
 
 from .errors import InvalidRequest
+from .job import server_path
 
 DEFAULT_KERNEL = "python3"
 
@@ -50,8 +51,7 @@ def notebook_from_request(body: dict, root_dir: Path) -> tuple[nbformat.Notebook
 def _folder(value, root_dir: Path) -> Path | None:
     if value is None:
         return None
-    folder = Path(value).expanduser() if isinstance(value, str) else None
-    folder = folder if folder is None or folder.is_absolute() else root_dir / folder
+    folder = server_path(value, root_dir, "folder") if isinstance(value, str) else None
     if folder is None or not folder.is_dir():
         raise InvalidRequest(
             f"folder: {value!r} is not a folder the server can read; give the notebook's folder, "
@@ -63,9 +63,7 @@ def _folder(value, root_dir: Path) -> Path | None:
 def _read_notebook_file(path, root_dir: Path) -> tuple[nbformat.NotebookNode, str, Path]:
     if not isinstance(path, str) or not path:
         raise InvalidRequest("path must be the path of a notebook file (.ipynb).")
-    file = Path(path).expanduser()
-    if not file.is_absolute():
-        file = root_dir / file
+    file = server_path(path, root_dir, "path")
     if not file.is_file():
         raise InvalidRequest(f"path: no notebook file at {str(file)!r}.")
     if file.suffix != ".ipynb":
@@ -192,7 +190,7 @@ def _relative_paths(sources: list[str], parameters: dict):
     for text in texts:
         if 0 < len(text) <= 255 and "\n" not in text and "\0" not in text:
             path = Path(text)
-            if not path.is_absolute() and not text.startswith("~") and ".." not in path.parts:
+            if path.parts and not path.is_absolute() and not text.startswith("~") and ".." not in path.parts:
                 yield text
 
 

@@ -17,7 +17,7 @@ from pathlib import Path
 import psutil
 
 from .errors import E31Error, InvalidRequest
-from .job import JobSpec, string_list
+from .job import JobSpec, server_path, string_list
 from .jobdir import JobDir, write_json_atomic
 from .text import format_size
 from .values import INDEX as VALUES_INDEX
@@ -89,8 +89,7 @@ def data_paths(value, root_dir: Path) -> list[Path]:
     """The data to copy into the job: files or folders the server can read."""
     paths, names = [], set()
     for item in string_list(value, "data"):
-        path = Path(item).expanduser()
-        path = path if path.is_absolute() else root_dir / path
+        path = server_path(item, root_dir, "data")
         if not path.exists():
             raise InvalidRequest(f"data: nothing at {str(path)!r}.")
         if path.name in names:

@@ -61,6 +61,8 @@ def _bad_submits(tmp_path):
         ({"notebook": {"cells": "nope"}}, ["not a valid notebook"]),
         ({"path": str(junk)}, ["junk.ipynb", "not valid notebook JSON"]),
         ({"path": str(tmp_path / "missing.ipynb")}, ["no notebook file"]),
+        ({"path": "~nobody-here-e31/a.ipynb"}, ["path", "home folder", "full path"]),
+        ({"path": good, "data": ["~nobody-here-e31/data"]}, ["data", "home folder"]),
         ({"path": other_kernel}, ["kernel 'ir'", "Available kernels", "python3"]),
         ({"path": good, "gpus": -1}, ["gpus", "0 or more", "2 GPU(s): 0, 1"]),
         ({"path": good, "gpus": 3}, ["gpus", "2 GPU(s): 0, 1"]),

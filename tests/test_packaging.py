@@ -63,7 +63,7 @@ def test_files_beside_the_notebook_that_the_job_will_not_have_are_named(tmp_path
 
 
 def test_parameters_naming_files_left_behind_are_warned_about_too(tmp_path):
-    nb = _reader(tmp_path, "print('no paths here', '/etc/hostname', '../labels.txt')")
+    nb = _reader(tmp_path, "print('no paths here', '/etc/hostname', '../labels.txt', '.', './', '', '~/x')")
     assert left_behind_warnings(python_sources(nb), tmp_path, {}, []) == []
     (warning,) = left_behind_warnings(python_sources(nb), tmp_path, {"table": "data/train.csv", "n": 3}, [])
     assert "'data/train.csv'" in warning
