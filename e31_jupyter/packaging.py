@@ -195,8 +195,14 @@ def _relative_paths(sources: list[str], parameters: dict):
 
 
 def _syntax_tree(source: str) -> ast.Module:
-    from IPython.core.inputtransformer2 import TransformerManager  # magics -> Python
+    """The cell's syntax tree: as plain Python, which most cells are, else as IPython reads it
+    (magics and ! lines turned into calls); empty when it does not parse either way."""
+    from IPython.core.inputtransformer2 import TransformerManager
 
+    try:
+        return ast.parse(source)
+    except (SyntaxError, ValueError):
+        pass
     try:
         return ast.parse(TransformerManager().transform_cell(source))
     except (SyntaxError, ValueError):
