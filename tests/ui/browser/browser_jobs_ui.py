@@ -73,12 +73,12 @@ def test_submit_with_a_changed_parameter_queue_run_notify_and_open_results(lab, 
         parameters=f'epochs = 3  # passes over the data\nlabel = "baseline"\ngate = {gate(lab, "train")!r}',
     )
     blocker = api.submit(
-        path=str(gated_notebook(lab, "blocker")), name="blocker", gpus=2, team="nlp",
+        path=str(gated_notebook(lab, "blocker")), name="blocker", gpus=2, team="nlp", expected_runtime="1h",
         parameters={"gate": gate(lab, "blocker")},
     )  # fmt: skip
     wait_state(api, blocker["id"], "running")
     api.submit(
-        path=str(gated_notebook(lab, "ahead")), name="ahead", gpus=2, deadline="+2h",
+        path=str(gated_notebook(lab, "ahead")), name="ahead", gpus=2, deadline="+2h", expected_runtime="30m",
         parameters={"gate": gate(lab, "ahead")},
     )  # fmt: skip
 
