@@ -297,8 +297,10 @@ def test_endings_while_the_browser_was_closed_are_announced_once_on_return(lab, 
         path=str(gated_notebook(lab, "hog")), name="hog", gpus=2, parameters={"gate": gate(lab, "hog")}
     )
     wait_state(api, blocker["id"], "running")
+    # (A near deadline: jobs earlier in this session taught the queue that run times are a
+    # fraction of what people declare, so a far one could still look reachable.)
     late = api.submit(
-        path=str(lab.root / "good.ipynb"), name="too-late", gpus=1, deadline="+1h", expected_runtime="2h"
+        path=str(lab.root / "good.ipynb"), name="too-late", gpus=1, deadline="+30s", expected_runtime="2h"
     )
     wait_state(api, late["id"], "expired")
     (lab.root / "gate-hog").touch()
