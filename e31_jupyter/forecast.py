@@ -7,10 +7,10 @@ limit at the latest. A job that declared nothing goes by the run times of finish
 declared nothing either; with none longer than it has run, when it ends is not known, and the
 jobs waiting for its GPUs get no expected start rather than a guess (its limit is only a server
 default). Each job the policy starts then holds its GPUs for its own expected run time, judged
-the same way; nothing new arrives. At each expected end the
-policy takes another pass, exactly as the live queue would, lane, reservations and expiry
-included. Pure, like the policy; only the first FORECAST_JOBS jobs in line are forecast, so a
-forecast costs the same however long the queue is.
+the same way; nothing new arrives. At each expected end the policy takes another pass, exactly
+as the live queue would, lane, reservations and expiry included. Pure, like the policy; only the
+first FORECAST_JOBS jobs in line are forecast, so a forecast costs the same however long the
+queue is.
 """
 
 from __future__ import annotations

@@ -81,7 +81,11 @@ def _validated(content, label: str) -> nbformat.NotebookNode:
     if not isinstance(content, dict):
         raise InvalidRequest(f"{label}: a notebook must be a JSON object with a cells list.")
     try:
-        notebook = nbformat.reads(json.dumps(content), as_version=4)  # sources as one string each
+        major, minor = nbformat.reader.get_version(content)
+        if major not in nbformat.versions:
+            raise ValueError(f"nbformat {major} is not a version this server reads")
+        # As nbformat reads a file (sources joined into one string each), from the parsed JSON.
+        notebook = nbformat.convert(nbformat.versions[major].to_notebook_json(content, minor=minor), 4)
         nbformat.validate(notebook)
     except Exception as error:  # nbformat raises several kinds; all mean "not a notebook"
         message = str(error).splitlines()[0] if str(error) else type(error).__name__
@@ -99,6 +103,17 @@ def kernel_of(notebook: nbformat.NotebookNode, available: list[str]) -> str:
             "Change the notebook's kernel (Kernel > Change Kernel) and submit again."
         )
     return name
+
+
+def notebook_warnings(
+    notebook: nbformat.NotebookNode, kernel: str, parameters: dict, folder: Path | None, data: list[Path]
+) -> list[str]:
+    """What to tell the user at submit about the notebook's parameters and, when its folder is
+    known, the files next to it that it reads but the job will not have."""
+    warnings = parameter_warnings(notebook, kernel, parameters)
+    if folder is not None:
+        warnings += left_behind_warnings(python_sources(notebook), folder, parameters, data)
+    return warnings
 
 
 def parameter_warnings(notebook: nbformat.NotebookNode, kernel: str, parameters: dict) -> list[str]:

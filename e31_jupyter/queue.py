@@ -47,7 +47,7 @@ from .forecast import expected_starts
 from .history import History, pending
 from .jobdir import JobDir
 from .line import Line
-from .packaging import kernel_of, left_behind_warnings, notebook_from_request, parameter_warnings, python_sources
+from .packaging import kernel_of, notebook_from_request, notebook_warnings
 from .staging import Staging, body_again, check_size, data_paths, inputs_path
 from .store import Store
 from .text import format_seconds
@@ -209,7 +209,8 @@ class Queue:
         await asyncio.to_thread(check_size, data + ([inputs] if inputs else []), self.settings.max_input_bytes)
         notebook, notebook_name, folder = notebook_from_request(body, root_dir)
         kernel = kernel_of(notebook, kernels)
-        warnings += await asyncio.to_thread(_notebook_warnings, notebook, kernel, parameters, folder, data)
+        # Reading a long notebook's code takes a while: off the event loop.
+        warnings += await asyncio.to_thread(notebook_warnings, notebook, kernel, parameters, folder, data)
         spec = JobSpec(
             name=validate_text(body, "name") or notebook_name.removesuffix(".ipynb"),
             notebook_name=notebook_name,
@@ -626,7 +627,6 @@ class Queue:
         return handle
 
 
-
 def _disk_full(path: Path, reason: str) -> bool:
     if "No space left on device" in reason:
         return True
@@ -634,15 +634,6 @@ def _disk_full(path: Path, reason: str) -> bool:
         return shutil.disk_usage(path).free < 1 << 20
     except OSError:
         return False
-
-
-def _notebook_warnings(notebook, kernel: str, parameters: dict, folder: Path | None, data: list[Path]) -> list[str]:
-    """What to tell the user about the notebook's parameters and the files it reads (reading its
-    code takes a while for a long notebook, so this runs off the event loop)."""
-    warnings = parameter_warnings(notebook, kernel, parameters)
-    if folder is not None:
-        warnings += left_behind_warnings(python_sources(notebook), folder, parameters, data)
-    return warnings
 
 
 def _record_fields(job_id: str, caller: Caller, spec: JobSpec, body: dict, now: float) -> dict:
