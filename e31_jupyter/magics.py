@@ -26,7 +26,8 @@ from traitlets import Int, Unicode
 from . import cli, values, widgets
 from .client import FINAL_STATES, E31Client, safe_destination
 from .errors import E31Error, InvalidRequest
-from .packaging import DEFAULT_KERNEL, cell_names, cell_notebook, import_line, left_behind_warnings
+from .notebook_checks import left_behind_warnings
+from .packaging import DEFAULT_KERNEL, cell_names, cell_notebook, import_line
 
 HIDDEN = {"In", "Out", "get_ipython", "exit", "quit"}  # IPython's own names, never captured
 LINE_COMMANDS = ("submit-notebook", "jobs", "status", "logs", "cancel", "wait", "collect")

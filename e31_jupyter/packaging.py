@@ -5,7 +5,6 @@ that restores the cell's inputs, runs the cell as written, and hands its results
 from __future__ import annotations
 
 import ast
-import difflib
 import json
 from dataclasses import dataclass
 from pathlib import Path
@@ -13,9 +12,6 @@ from types import ModuleType
 
 import nbformat
 from nbformat.v4 import new_code_cell, new_notebook
-from papermill.exceptions import PapermillException
-from papermill.translators import papermill_translators
-from papermill.utils import nb_language
 
 from .errors import InvalidRequest
 from .job import server_path
@@ -103,171 +99,6 @@ def kernel_of(notebook: nbformat.NotebookNode, available: list[str]) -> str:
             "Change the notebook's kernel (Kernel > Change Kernel) and submit again."
         )
     return name
-
-
-def notebook_warnings(
-    notebook: nbformat.NotebookNode, kernel: str, parameters: dict, folder: Path | None, data: list[Path]
-) -> list[str]:
-    """What to tell the user at submit about the notebook's parameters and, when its folder is
-    known, the files next to it that it reads but the job will not have."""
-    warnings = parameter_warnings(notebook, kernel, parameters)
-    if folder is not None:
-        warnings += left_behind_warnings(python_sources(notebook), folder, parameters, data)
-    return warnings
-
-
-def parameter_warnings(notebook: nbformat.NotebookNode, kernel: str, parameters: dict) -> list[str]:
-    """What the user should hear about parameters the notebook does not declare: papermill runs
-    them anyway, so a misspelt name would silently leave the default in place. Warnings rather
-    than errors, since papermill's reading of a parameters cell can miss unusual assignments.
-    Refuses parameters papermill could not pass at all."""
-    if not parameters:
-        return []
-    translator = _translator(notebook, kernel)
-    cell = next((c for c in notebook.cells if "parameters" in c.metadata.get("tags", [])), None)
-    if cell is None:
-        return [
-            "The notebook has no cell tagged 'parameters', so papermill puts the parameters in a "
-            "cell at the top, where any later cell that sets the same names overwrites them. Tag "
-            "the cell that sets their defaults 'parameters' (View > Cell Toolbar > Tags)."
-        ]
-    try:
-        declared = [parameter.name for parameter in translator.inspect(cell)]
-    except NotImplementedError:  # papermill cannot read this language's parameters cells
-        return []
-    return [
-        f"Parameter {name!r} is not set in the notebook's parameters cell{_did_you_mean(name, declared)} "
-        f"It is passed all the same (papermill does), but the notebook may never read it; the "
-        f"cell sets {', '.join(declared) or 'nothing'}."
-        for name in parameters
-        if name not in declared
-    ]
-
-
-def _translator(notebook: nbformat.NotebookNode, kernel: str):
-    """papermill's writer of parameters for the notebook's language."""
-    language = _language(notebook)
-    if language is None:
-        raise InvalidRequest(
-            "The notebook does not say what language it is in (metadata language_info or "
-            "kernelspec.language), which papermill needs to pass it parameters. Open and save it "
-            "in Jupyter, or submit it without parameters."
-        )
-    try:
-        return papermill_translators.find_translator(kernel, language)
-    except PapermillException:
-        raise InvalidRequest(
-            f"papermill cannot pass parameters to a notebook in {language!r} (kernel {kernel!r}). "
-            "Submit it without parameters, or set the values in the notebook."
-        ) from None
-
-
-def _did_you_mean(name: str, names: list[str]) -> str:
-    close = difflib.get_close_matches(name, names, n=1)
-    return f": did you mean {close[0]!r}?" if close else "."
-
-
-def python_sources(notebook: nbformat.NotebookNode) -> list[str]:
-    """The sources of a Python notebook's code cells; none for another language."""
-    if _language(notebook) != "python":
-        return []
-    return [cell.source for cell in notebook.cells if cell.cell_type == "code"]
-
-
-def left_behind_warnings(sources: list[str], folder: Path, parameters: dict, data: list[Path]) -> list[str]:
-    """A warning naming files in ``folder`` that the Python code ``sources`` or the parameters
-    name by a relative path but that the job will not have: it runs in a folder of its own,
-    holding only its data (each copied in by name). Caught at submit, not hours later when the
-    job starts and fails."""
-    given = {path.name for path in data}
-    missing = [
-        name for name in dict.fromkeys(_relative_paths(sources, parameters))
-        if Path(name).parts[0] not in given and _is_file(folder / name)
-    ]
-    if not missing:
-        return []
-    shown = ", ".join(repr(name) for name in missing[:5]) + (f" and {len(missing) - 5} more" if len(missing) > 5 else "")
-    flags = " ".join(f"--data {top}" for top in dict.fromkeys(Path(name).parts[0] for name in missing))
-    return [
-        f"The job will not have {shown}, next to the notebook and named by it: give "
-        f"{'it' if len(missing) == 1 else 'them'} as data ({flags}) if the notebook reads "
-        f"{'it' if len(missing) == 1 else 'them'}. A job runs in a folder of its own, holding only its data."
-    ]
-
-
-def _relative_paths(sources: list[str], parameters: dict):
-    """Strings in the code and in the parameters that could be relative paths of files the code
-    reads (not ones it writes)."""
-    trees = [_syntax_tree(source) for source in sources]
-    written = {text for tree in trees for text in _written_strings(tree)}
-    texts = [value for value in parameters.values() if isinstance(value, str)]
-    texts += [text for tree in trees for text in _string_constants(tree) if text not in written]
-    for text in texts:
-        if 0 < len(text) <= 255 and "\n" not in text and "\0" not in text:
-            path = Path(text)
-            if path.parts and not path.is_absolute() and not text.startswith("~") and ".." not in path.parts:
-                yield text
-
-
-def _syntax_tree(source: str) -> ast.Module:
-    """The cell's syntax tree: as plain Python, which most cells are, else as IPython reads it
-    (magics and ! lines turned into calls); empty when it does not parse either way."""
-    from IPython.core.inputtransformer2 import TransformerManager
-
-    try:
-        return ast.parse(source)
-    except (SyntaxError, ValueError):
-        pass
-    try:
-        return ast.parse(TransformerManager().transform_cell(source))
-    except (SyntaxError, ValueError):
-        return ast.Module(body=[], type_ignores=[])
-
-
-def _string_constants(tree: ast.Module) -> list[str]:
-    strings = [node for node in ast.walk(tree) if isinstance(node, ast.Constant) and isinstance(node.value, str)]
-    return [node.value for node in sorted(strings, key=lambda node: (node.lineno, node.col_offset))]
-
-
-_WRITERS = ("to_", "save", "write", "dump", "mkdir", "makedirs", "imsave")
-
-
-def _written_strings(tree: ast.Module):
-    """Strings given to calls that write a file: ``open(name, "w")``, ``df.to_csv(name)``,
-    ``fig.savefig(name)``, ``torch.save(model, name)``, ``Path(name).write_text(...)``."""
-    for call in (node for node in ast.walk(tree) if isinstance(node, ast.Call)):
-        name = call.func.attr if isinstance(call.func, ast.Attribute) else getattr(call.func, "id", "")
-        if name == "open" and not set(_open_mode(call)) & set("wax"):
-            continue
-        if name == "open" or name.startswith(_WRITERS):
-            yield from _string_arguments(call)
-            if isinstance(call.func, ast.Attribute) and isinstance(call.func.value, ast.Call):
-                yield from _string_arguments(call.func.value)  # Path("x").write_text(...)
-
-
-def _open_mode(call: ast.Call) -> str:
-    modes = call.args[1:2] + [k.value for k in call.keywords if k.arg == "mode"]
-    return next((m.value for m in modes if isinstance(m, ast.Constant) and isinstance(m.value, str)), "r")
-
-
-def _string_arguments(call: ast.Call):
-    for argument in call.args + [k.value for k in call.keywords]:
-        if isinstance(argument, ast.Constant) and isinstance(argument.value, str):
-            yield argument.value
-
-
-def _language(notebook: nbformat.NotebookNode) -> str | None:
-    try:
-        return nb_language(notebook)
-    except ValueError:
-        return None
-
-
-def _is_file(path: Path) -> bool:
-    try:
-        return path.is_file()
-    except OSError:  # a name too long for the file system, say
-        return False
 
 
 # --- a cell -> a job notebook ---------------------------------------------------------------

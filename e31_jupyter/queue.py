@@ -47,7 +47,8 @@ from .forecast import expected_starts
 from .history import History, pending
 from .jobdir import JobDir
 from .line import Line
-from .packaging import kernel_of, notebook_from_request, notebook_warnings
+from .notebook_checks import notebook_warnings
+from .packaging import kernel_of, notebook_from_request
 from .staging import Staging, body_again, check_size, data_paths, inputs_path
 from .store import Store
 from .text import format_seconds

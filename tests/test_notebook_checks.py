@@ -1,4 +1,5 @@
-"""How a submitted notebook's parameters are checked against what papermill can do with them."""
+"""What a submit warns about: parameters the notebook does not set (and ones papermill cannot
+pass), and files next to it that its code reads but the job will not have."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ import pytest
 from nbformat.v4 import new_code_cell, new_notebook
 
 from e31_jupyter.errors import InvalidRequest
-from e31_jupyter.packaging import left_behind_warnings, parameter_warnings, python_sources
+from e31_jupyter.notebook_checks import left_behind_warnings, parameter_warnings, python_sources
 
 
 def _notebook(language: str, parameters_cell: str) -> nbformat.NotebookNode:
