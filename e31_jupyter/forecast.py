@@ -16,7 +16,7 @@ queue is.
 from __future__ import annotations
 
 import heapq
-from dataclasses import replace
+from dataclasses import dataclass, field, replace
 from itertools import count
 from typing import Callable, Sequence
 
@@ -25,33 +25,52 @@ from .policy import Cluster, Decision, Pending, Running, Snapshot, expected_runt
 FORECAST_JOBS = 200  # jobs at the head of the line that get an expected start
 
 
+@dataclass
+class Forecast:
+    """What the policy run forward expects of the jobs it looked at (job id -> time)."""
+
+    starts: dict[str, float] = field(default_factory=dict)
+    ends: dict[str, float] = field(default_factory=dict)  # of started jobs whose run time is known
+    expired: set[str] = field(default_factory=set)  # gave up on before they started: deadline out of reach
+
+
 def expected_starts(
     walk: Callable[[Sequence[Pending], Snapshot], Decision], ordered: Sequence[Pending], snap: Snapshot
 ) -> dict[str, float]:
     """Job id -> expected start time, for the jobs among the first FORECAST_JOBS of ``ordered``
     (the queue in the policy's order) that the policy would start; a job it would expire first
     (its deadline out of reach), or one that waits for GPUs nothing will free, gets none."""
+    return run_forward(walk, ordered, snap).starts
+
+
+def run_forward(
+    walk: Callable[[Sequence[Pending], Snapshot], Decision], ordered: Sequence[Pending], snap: Snapshot
+) -> Forecast:
+    """The policy run forward over the first FORECAST_JOBS of ``ordered``, as the module says."""
     queue = list(ordered[:FORECAST_JOBS])
     cluster = snap.cluster.copy()
     order = count()  # ties in the heap of ends go by order of start
     ends = [(end, next(order), r) for r in snap.running if (end := _expected_end(r, snap)) is not None]
     heapq.heapify(ends)
     running = {r.id: r for r in snap.running}
-    starts: dict[str, float] = {}
+    seen = Forecast()
 
     def take_pass(now: float, queue: list[Pending]) -> list[Pending]:
         moment = replace(snap, now=now, cluster=cluster, running=list(running.values()))
         decision = walk(queue, moment)
         for job in queue:
             if job.id in decision.start:
-                starts[job.id] = now
+                seen.starts[job.id] = now
                 held = Running(job.id, job.gpus, now, job.max_runtime, decision.placement[job.id], job.estimate, job.team)
                 cluster.hold(held.machines, job.gpus)
                 running[job.id] = held
                 hold = _expected_hold(job, moment)
                 if hold is not None:  # else it holds its GPUs for as long as the forecast looks
                     heapq.heappush(ends, (now + hold, next(order), held))
-        gone = {job_id for job_id, _ in decision.expire} | set(decision.start)
+                    seen.ends[job.id] = now + hold
+        expired = {job_id for job_id, _ in decision.expire}
+        seen.expired |= expired
+        gone = expired | set(decision.start)
         return [job for job in queue if job.id not in gone]
 
     queue = take_pass(snap.now, queue)
@@ -61,7 +80,7 @@ def expected_starts(
         queue = take_pass(ends[0][0], queue)
         if queue:
             queue = take_pass(_release_next(ends, running, cluster), queue)
-    return starts
+    return seen
 
 
 def _expected_end(job: Running, snap: Snapshot) -> float | None:
