@@ -82,6 +82,12 @@ def test_a_line_gives_the_policys_order_and_takes_joins_and_leaves():
     assert [line.get(job_id) for job_id in order[1:]] == [1, 2, 3, 4]
     assert line.get(order[0]) is None and len(line) == 4
 
+    # A job that would join: its place and the line with it, the line itself unchanged.
+    middle = Pending("m", 1, submitted_at=9, max_runtime=60, estimate=60, deadline=5000 - 250)
+    assert line.place_of(middle) == 2  # behind the deadline of 4700, ahead of 4800, 4900, 5000
+    assert [j.id for j in line.ordered_with(middle)] == [order[1], "m", *order[2:]]
+    assert len(line) == 4 and line.get("m") is None
+
 
 def test_queued_jobs_show_when_they_are_expected_to_start(client, gated):
     """Nothing has finished on this server, so run times are what the jobs declared."""
