@@ -187,9 +187,10 @@ def as_json(value) -> str:
 
 
 def cmd_submit(client: E31Client, args) -> int:
+    if args.check:
+        return _check(client, args)
     job = client.submit(**submit_body(args))
-    for warning in job.get("warnings") or []:
-        print(f"e31: warning: {warning}", file=sys.stderr)
+    print_warnings(job.get("warnings") or [])
     if not args.wait:
         print(as_json(job) if args.json else f"{job['id']}  {describe(job)}")
         return 0
@@ -198,6 +199,29 @@ def cmd_submit(client: E31Client, args) -> int:
     job = client.wait(job["id"], on_update=None if args.json else _progress_printer(job))
     print(as_json(job) if args.json else f"{job['id']}  {describe(job)}  {gpu_hours(job)} GPU-h")
     return 0 if job["state"] == "succeeded" else 1
+
+
+def _check(client: E31Client, args) -> int:
+    check = client.check(**submit_body(args))
+    print_warnings(check["warnings"])
+    print(as_json(check) if args.json else describe_check(check))
+    return 0
+
+
+def print_warnings(warnings) -> None:
+    for warning in warnings:
+        print(f"e31: warning: {warning}", file=sys.stderr)
+
+
+def describe_check(check: dict) -> str:
+    """A checked submit in a line: 'train: would be queued (position 3, expected to start in
+    12m), expected to end in 1h12m; nothing was submitted'."""
+    text = f"{check['name']}: would be {describe({**check, 'state': 'queued'})}"
+    if check.get("expected_end"):
+        text += f", expected to end {format_until(check['expected_end'])}"
+    if check.get("expected_to_expire"):
+        text += ", and expected to expire before it starts: its deadline would be out of reach"
+    return text + "; nothing was submitted"
 
 
 def _progress_printer(job: dict):
@@ -370,7 +394,12 @@ def build_parser() -> argparse.ArgumentParser:
         help="report format (repeatable; default html)",
     )
     container_options(submit)
-    submit.add_argument("--wait", action="store_true", help="wait for the end; exit 0 only if it succeeded")
+    after = submit.add_mutually_exclusive_group()
+    after.add_argument("--wait", action="store_true", help="wait for the end; exit 0 only if it succeeded")
+    after.add_argument(
+        "--check", action="store_true",
+        help="submit nothing: say what the submit would refuse or warn of, and where the job would wait",
+    )
     json_flag(submit)
 
     jobs = command("jobs", cmd_jobs, "list jobs, newest first")

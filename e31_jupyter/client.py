@@ -84,6 +84,11 @@ class E31Client:
         """Submit a job (see the API's submit body); returns the job plus ``warnings``."""
         return self._json("POST", "jobs", json=body)
 
+    def check(self, **body) -> dict:
+        """What submitting ``body`` would give (place in line, expected start, ``warnings``),
+        with nothing submitted; raises what a submit would refuse."""
+        return self._json("POST", "check", json=body)
+
     def jobs(
         self, state: str | None = None, fingerprint: str | None = None, limit: int | None = None,
         ids: list[str] | None = None,

@@ -15,6 +15,8 @@ import logging
 import time
 
 from .backends import BackendStatus
+from .forecast import Forecast
+from .policy import Pending
 from .errors import Conflict, E31Error
 from .job import FINAL_STATES, JobSpec, JobState
 from .queue import Caller, Queue
@@ -74,6 +76,19 @@ class ClusterQueue(Queue):
 
     def expected_starts(self) -> dict[str, float]:
         return {}  # the cluster decides; e31 does not forecast its queue
+
+    async def _would_take(self, spec: JobSpec, job: Pending, now: float) -> tuple[None, Forecast]:
+        """No place in line (the cluster's priorities decide it); the start is the cluster's
+        own estimate, which also says whether it would take the job at all."""
+        start = await asyncio.to_thread(self.backend.expected_start, spec)
+        if start is None:
+            return None, Forecast()
+        start = max(start, now)
+        estimate = spec.request.runtime_estimate()
+        deadline = spec.request.deadline
+        if deadline is not None and start + estimate > deadline:
+            return None, Forecast(expired={job.id})  # as Slurm's --deadline would do
+        return None, Forecast(starts={job.id: start}, ends={job.id: start + estimate} if estimate else {})
 
     def gpu_pool(self, caller: Caller) -> dict:
         running = self.store.jobs((JobState.RUNNING.value,))

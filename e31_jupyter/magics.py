@@ -70,7 +70,12 @@ def _cell_parser() -> argparse.ArgumentParser:
     parser.add_argument("--output", dest="files", action="append", metavar="GLOB", help="files to collect")
     parser.add_argument("--data", action="append", metavar="PATH", help="a file or folder to copy in")
     cli.container_options(parser)
-    parser.add_argument("--wait", action="store_true", help="block until it ends, then collect")
+    after = parser.add_mutually_exclusive_group()
+    after.add_argument("--wait", action="store_true", help="block until it ends, then collect")
+    after.add_argument(
+        "--check", action="store_true",
+        help="submit nothing: say what a submit would refuse or warn of, and where it would wait",
+    )  # fmt: skip
     parser.add_argument("--new", action="store_true", help="submit again even if this cell already ran")
     return parser
 
@@ -120,29 +125,32 @@ class E31Magics(Magics):
         imports, captured = self._inputs(names.reads, args.inputs)
         outputs = _names(args.outputs) if args.outputs else names.assigns
         request = _request(args)
+        body = {
+            **request,
+            "name": args.name or _cell_job_name(source),
+            "notebook": cell_notebook(source, imports, list(captured), outputs, _kernel_name()),
+            "notebook_name": "cell.ipynb",
+        }
+        body = {k: v for k, v in body.items() if v is not None}
+        data = [Path(path) for path in body.get("data") or []]
+        left_behind = left_behind_warnings([source], Path.cwd(), {}, data)
+        if args.check:  # the values are not captured: a check copies nothing
+            return self.show_check(self.client.check(**body), left_behind)
         fingerprint = _fingerprint(_notebook_path(), source, request)
         if not args.new:
             existing = self._existing(fingerprint)
             if existing is not None:
                 return self._attach(existing, args.wait)
         staging = self._capture(captured)
-        notebook = cell_notebook(source, imports, list(captured), outputs, _kernel_name())
-        body = {
-            **request,
-            "name": args.name or _cell_job_name(source),
-            "notebook": notebook,
-            "notebook_name": "cell.ipynb",
-            "fingerprint": fingerprint,
-            "inputs": str(staging) if staging else None,
-        }
+        if staging:
+            body["inputs"] = str(staging)
         try:
-            job = self.client.submit(**{k: v for k, v in body.items() if v is not None})
+            job = self.client.submit(**body, fingerprint=fingerprint)
         except BaseException:
             if staging:
                 shutil.rmtree(staging, ignore_errors=True)
             raise
-        data = [Path(path) for path in body.get("data") or []]
-        self.show(job, job.get("warnings", []) + left_behind_warnings([source], Path.cwd(), {}, data))
+        self.show(job, job.get("warnings", []) + left_behind)
         return self._wait_and_collect(job) if args.wait else job
 
     def _inputs(self, reads: list[str], option: str | None) -> tuple[list[str], dict]:
@@ -221,6 +229,8 @@ class E31Magics(Magics):
 
     def submit_notebook(self, argv: list[str]) -> dict:
         args = _cli_args(["submit", *argv])
+        if args.check:
+            return self.show_check(self.client.check(**cli.submit_body(args)))
         job = self.client.submit(**cli.submit_body(args))
         self.show(job, job.get("warnings", []))
         if args.wait:
@@ -232,10 +242,14 @@ class E31Magics(Magics):
 
     def show(self, job: dict, warnings: list[str] = ()) -> None:
         """A line for the record (and for terminals), and the live job widget."""
-        for warning in warnings:
-            print(f"e31: warning: {warning}", file=sys.stderr)
+        cli.print_warnings(warnings)
         print(f"e31: job {job['id']} ({job['name']}): {cli.describe(job)}")
         widgets.show_job(self.client, job, on_collect=self.collect)
+
+    def show_check(self, check: dict, warnings: list[str] = ()) -> dict:
+        cli.print_warnings([*check["warnings"], *warnings])
+        print(f"e31: {cli.describe_check(check)}")
+        return check
 
     def collect(self, job_id: str, to: str | None = None) -> dict:
         """Bring a finished job back: its returned values into the namespace, its files beside

@@ -43,7 +43,7 @@ from .job import (
     validate_request,
     validate_text,
 )
-from .forecast import expected_starts
+from .forecast import Forecast, expected_starts, run_forward
 from .history import History, pending
 from .jobdir import JobDir
 from .line import Line
@@ -59,6 +59,7 @@ log = logging.getLogger("e31")
 TICK_S = 0.2  # how often the scheduler looks for other servers' writes and time limits
 TIMED_PASS_S = 1.0  # how often it schedules with nothing new (deadlines become hopeless)
 PASS_GAP_S = 0.05  # submits and cancels closer than this (or than 2 passes' time) share one pass
+CHECK_ID = "(checked)"  # the id a checked job has in the line it is checked against; no job's id
 LINE_MAX_AGE_S = 1.0  # how stale a place in line may be shown after the queue changed
 LOCK_RETRY_S = 1.0  # how often a server that is not the scheduler tries to become it
 # What a resubmit may change; the rest comes from the earlier job.
@@ -73,6 +74,17 @@ class Caller:
 
     name: str
     is_admin: bool = False
+
+
+@dataclass
+class Proposal:
+    """A job as asked for and checked, not yet staged or recorded."""
+
+    spec: JobSpec
+    notebook: dict
+    data: list[Path]
+    inputs: Path | None
+    warnings: list[str]
 
 
 @dataclass
@@ -188,9 +200,56 @@ class Queue:
     async def submit(self, caller: Caller, body: dict, kernels: list[str], root_dir: Path) -> tuple[dict, list[str]]:
         """Check the request, stage the job's directory, then record it. A job either exists
         whole (directory and record) or not at all."""
+        now = self.clock()
+        proposal = await self._propose(caller, body, kernels, root_dir, now)
+        job_id = _new_job_id()
+        await asyncio.to_thread(
+            self.staging.stage, job_id, proposal.spec, proposal.notebook, proposal.data, proposal.inputs
+        )
+        await self._record(job_id, proposal.spec, _record_fields(job_id, caller, proposal.spec, body, now))
+        job = self.store.get(job_id)
+        line = self.positions()
+        if job["state"] == JobState.QUEUED.value and isinstance(line, Line):
+            line.join(pending(job))
+        self._schedule_soon()
+        return self.describe(job, line), proposal.warnings
+
+    async def check(self, caller: Caller, body: dict, kernels: list[str], root_dir: Path) -> dict:
+        """What submitting ``body`` now would give, with nothing submitted: the same refusals
+        and warnings, and the place in line and expected start the job would have."""
+        now = self.clock()
+        proposal = await self._propose(caller, body, kernels, root_dir, now)
+        spec = proposal.spec
+        place, outlook = await self._would_take(spec, pending(_record_fields(CHECK_ID, caller, spec, body, now)), now)
+        return {
+            "submitted": False,
+            "name": spec.name,
+            "queue_position": place,
+            "expected_start": iso(outlook.starts.get(CHECK_ID)),
+            "expected_end": iso(outlook.ends.get(CHECK_ID)),
+            "expected_to_expire": CHECK_ID in outlook.expired,
+            "request": {
+                "gpus": spec.request.gpus,
+                "max_runtime_s": spec.request.max_runtime_s,
+                "expected_runtime_s": spec.request.expected_runtime_s,
+                "deadline": iso(spec.request.deadline),
+            },
+            "work": {"notebook": spec.notebook_name, "parameters": spec.parameters, "kernel": spec.kernel, "data": spec.data},
+            "warnings": proposal.warnings,
+        }  # fmt: skip
+
+    async def _would_take(self, spec: JobSpec, job: policy.Pending, now: float) -> tuple[int | None, Forecast]:
+        """The place in line a job would take if it joined the line now, and the forecast of
+        the line with it (``job`` is ``spec`` as the policy sees it)."""
+        self._make_line(now)
+        ordered = self._line.ordered_with(job)
+        return self._line.place_of(job), run_forward(self.policy.walk, ordered, self._line_seen)
+
+    async def _propose(self, caller: Caller, body: dict, kernels: list[str], root_dir: Path, now: float) -> Proposal:
+        """The job ``body`` asks for, checked as a submit checks it (raises what it refuses),
+        with the warnings for what it accepts."""
         if not isinstance(body, dict):
             raise InvalidRequest("The request body must be a JSON object.")
-        now = self.clock()
         limits = Limits(
             self.settings.inventory, self.settings.default_max_runtime_s, kernels,
             container=getattr(self.backend, "container_limits", None),
@@ -225,15 +284,7 @@ class Queue:
             image=validate_image(body, limits),
             max_output_bytes=self.settings.max_output_bytes,
         )
-        job_id = _new_job_id()
-        await asyncio.to_thread(self.staging.stage, job_id, spec, notebook, data, inputs)
-        await self._record(job_id, spec, _record_fields(job_id, caller, spec, body, now))
-        job = self.store.get(job_id)
-        line = self.positions()
-        if job["state"] == JobState.QUEUED.value and isinstance(line, Line):
-            line.join(pending(job))
-        self._schedule_soon()
-        return self.describe(job, line), warnings
+        return Proposal(spec, notebook, data, inputs, warnings)
 
     async def resubmit(
         self, caller: Caller, job_id: str, changes: dict, kernels: list[str], root_dir: Path

@@ -207,3 +207,15 @@ def test_a_file_the_cell_reads_but_the_job_will_not_have_is_named_and_data_bring
     assert "will not have" not in given.stderr
     assert kernel.value("rows") == "3"
     assert "FileNotFoundError" in wait_state(client, _job_id(alone), "failed")["reason"]
+
+
+def test_check_says_where_a_cell_or_notebook_would_wait_and_submits_nothing(kernel, client, tmp_path):
+    (tmp_path / "rows.csv").write_text("a\n")
+    kernel.run("import numpy as np\nx = np.ones(3)")
+    cell = kernel.run("%%e31 submit --gpus 1 --check --name checked\ny = x + len(open('rows.csv').read())")
+    assert cell.error == "", cell.error
+    assert "e31: checked: would be queued (position 1, expected to start now); nothing was submitted" in cell.stdout
+    assert "The job will not have 'rows.csv'" in cell.stderr
+    notebook = kernel.run(f"%e31 submit-notebook {EXAMPLES / 'train.ipynb'} -p epoch 3 --check")
+    assert "train: would be queued" in notebook.stdout and "did you mean 'epochs'" in notebook.stderr
+    assert client.jobs() == [] and list((tmp_path / "data" / "inbox").iterdir()) == []  # nothing captured

@@ -115,6 +115,21 @@ def test_two_jobs_run_a_third_pends_cancel_and_meter(timeout_job, server, client
     with pytest.raises(E31Error) as refused:  # more GPUs than any node has: Slurm says so at once
         gated.submit(client, "too-big", gpus=3)
     assert "Requested node configuration is not available" in refused.value.message
+    with pytest.raises(E31Error) as checked:  # and a check says the same (sbatch --test-only)
+        client.check(path=str(gated.notebook), gpus=3)
+    assert checked.value.message == refused.value.message
+
+    # A check: Slurm's own estimate of the start (the 10-minute limits of the jobs ahead), no
+    # place in line (Slurm's priorities decide it), and nothing queued.
+    jobs, queued = {j["id"] for j in client.jobs()}, _slurm_queue(slurm)
+    check = client.check(path=str(gated.notebook), gpus=1, max_runtime="20m", expected_runtime="5m")
+    start = ts(check["expected_start"])
+    assert ts(a["started_at"]) + 540 <= start <= ts(b["started_at"]) + 1260, check
+    assert ts(check["expected_end"]) == pytest.approx(start + 300, abs=0.01)
+    assert check["queue_position"] is None and check["expected_to_expire"] is False
+    late = client.check(path=str(gated.notebook), gpus=1, max_runtime="20m", expected_runtime="5m", deadline="+6m")
+    assert late["expected_to_expire"] is True and late["expected_start"] is None
+    assert {j["id"] for j in client.jobs()} == jobs and _slurm_queue(slurm) == queued
 
     client.cancel(c["id"])  # pending: gone without ever holding a GPU
     c = wait_state(client, c["id"], "cancelled", timeout=15)
@@ -134,6 +149,10 @@ def test_two_jobs_run_a_third_pends_cancel_and_meter(timeout_job, server, client
     assert [(t["from"], t["to"]) for t in client.job(b["id"])["transitions"]] == [
         (None, "queued"), ("queued", "running"), ("running", "succeeded"),
     ]  # fmt: skip
+
+
+def _slurm_queue(slurm) -> list[str]:
+    return sorted(slurm.run("squeue", "--noheader", "--format=%i").stdout.split())
 
 
 def test_a_deadline_that_cannot_be_met_expires_and_a_failing_cell_fails(
@@ -224,6 +243,9 @@ def test_slurm_refusing_a_job_creates_none_and_says_why(start_slurm_server, tmp_
             gated.submit(refusing, "refused", gpus=1)
         assert refused.value.status == 400 and message in refused.value.message
         assert "Slurm" in refused.value.message
+        with pytest.raises(E31Error) as checked:
+            refusing.check(path=str(gated.notebook), gpus=1)
+        assert (checked.value.status, checked.value.message) == (400, refused.value.message)
         assert refusing.jobs() == []
         assert list((server.data_dir / "jobs").iterdir()) == []
 

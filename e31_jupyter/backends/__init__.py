@@ -15,8 +15,10 @@ used by ``cluster_queue.ClusterQueue``: ``submit(job_id, jobdir, spec) -> handle
 E31Error with the scheduler's own message when it refuses the job), ``poll({job_id: handle})
 -> {job_id: BackendStatus}``, ``cancel(job_id, handle)``, ``find(job_id, jobdir) -> handle | None``
 (a job the cluster took while its server died before recording the handle), ``pool()`` (the
-cluster's GPUs: ``[{"node", "device", "busy"}]``) and ``claim_shared_dir(data_dir)`` (where job
-directories go so the nodes see them; None: in the data directory).
+cluster's GPUs: ``[{"node", "device", "busy"}]``), ``expected_start(spec) -> float | None``
+(when the cluster would start such a job now, queueing nothing; raising as ``submit`` would) and
+``claim_shared_dir(data_dir)`` (where job directories go so the nodes see them; None: in the data
+directory).
 """
 
 from __future__ import annotations

@@ -168,6 +168,15 @@ class SlurmBackend:
         slurm_id = output.strip().split(";")[0]  # "ID" or "ID;CLUSTER"
         return {"slurm_id": slurm_id, "jobdir": str(jobdir.path.resolve())}
 
+    def expected_start(self, spec: JobSpec) -> float | None:
+        """``sbatch --test-only``: Slurm's refusal, as a submit would get it, or when Slurm
+        expects to start such a job now (None when it does not say). Nothing is queued."""
+        nowhere = JobDir(Path("/nonexistent/e31-check"))  # Slurm does not look at the paths here
+        args = ["sbatch", "--test-only", *self.sbatch_args("check", nowhere, spec), "--wrap", "true"]
+        result = self._run(args, refused=True, env={"SLURM_TIME_FORMAT": "%s"}, stderr=True)
+        start = re.search(r"to start at (\d+)", result)
+        return float(start.group(1)) if start else None
+
     def find(self, job_id: str, jobdir: JobDir) -> dict | None:
         """The handle of the Slurm job that runs this job's batch script, if Slurm has one."""
         script = str(jobdir.path.resolve() / SCRIPT)
@@ -267,9 +276,10 @@ class SlurmBackend:
             )  # fmt: skip
         return self._completion_file
 
-    def _run(self, command: list[str], refused: bool = False, env: dict | None = None) -> str:
+    def _run(self, command: list[str], refused: bool = False, env: dict | None = None, stderr: bool = False) -> str:
         """Run a Slurm command; its own message becomes the error. ``refused``: Slurm turned the
-        request down (400), rather than being unreachable (503)."""
+        request down (400), rather than being unreachable (503). ``stderr``: what it said there
+        is the answer (``--test-only`` answers there)."""
         try:
             result = subprocess.run(
                 command, capture_output=True, text=True, timeout=COMMAND_TIMEOUT_S, check=False,
@@ -278,7 +288,7 @@ class SlurmBackend:
         except (OSError, subprocess.TimeoutExpired) as error:
             raise E31Error(f"Could not run {command[0]} to reach Slurm: {error}", status=503) from None
         if result.returncode == 0:
-            return result.stdout
+            return result.stderr if stderr else result.stdout
         message = _slurm_message(result.stderr or result.stdout) or f"exit code {result.returncode}"
         if refused:
             raise E31Error(f"Slurm refused the job: {message}", status=400)
@@ -468,8 +478,11 @@ def _node_usable(node: dict) -> bool:
 
 
 def _slurm_message(text: str) -> str:
-    """The last error line of a Slurm command, without its "sbatch: error:" prefix."""
-    lines = [re.sub(r"^\w+: (?:error|fatal): ", "", line).strip() for line in text.strip().splitlines()]
+    """The last error line of a Slurm command, without its "sbatch: error:" prefix, nor the
+    words sbatch puts before the reason ("Batch job submission failed:", or with --test-only,
+    "allocation failure:")."""
+    prefixes = r"^(?:\w+: (?:error|fatal): )?(?:Batch job submission failed: |allocation failure: )?"
+    lines = [re.sub(prefixes, "", line).strip() for line in text.strip().splitlines()]
     return next((line for line in reversed(lines) if line), "")
 
 

@@ -128,6 +128,14 @@ class JobsHandler(E31Handler):
         self.answer_submitted(*await self.queue.submit(self.caller, self.json_body(), self.kernels, self.root_dir))
 
 
+class CheckHandler(E31Handler):
+    @web.authenticated
+    @authorized
+    @_answers_errors
+    async def post(self):
+        self.finish(await self.queue.check(self.caller, self.json_body(), self.kernels, self.root_dir))
+
+
 class JobHandler(E31Handler):
     @web.authenticated
     @authorized
@@ -284,6 +292,7 @@ def routes() -> list[tuple[str, type]]:
     job = r"/e31/api/jobs/(?P<job_id>[^/]+)"  # any id: unknown ones get a JSON 404 from us
     return [
         (r"/e31/api/jobs", JobsHandler),
+        (r"/e31/api/check", CheckHandler),
         (job, JobHandler),
         (job + r"/cancel", CancelHandler),
         (job + r"/resubmit", ResubmitHandler),

@@ -62,7 +62,7 @@ ODD_PATHS = ["../spec.json", "../../e31.sqlite", "out", "out/", "missing.txt", "
 # The blocker is never cancelled (queued fuzz jobs would start) nor resubmitted (a copy would
 # wait for its gate).
 WRITES = {"cancelJob", "resubmitJob"}
-SUBMITS = {"submitJob", "resubmitJob"}
+SUBMITS = {"submitJob", "resubmitJob", "checkSubmit"}
 # A request the server accepts, for the positive submits that name a real notebook: each field
 # given or left out.
 SANE = st.fixed_dictionaries(
@@ -283,7 +283,8 @@ def test_fuzz_the_whole_api(live):
 
 def _plain_case(op, op_id: str, path_parameters: dict | None):
     """A valid request without fuzz (a submit of the one-cell notebook, queued behind the blocker)."""
-    body = {"submitJob": {"path": "noop.ipynb", "gpus": 1, "name": "plain"}, "resubmitJob": {"gpus": 1}}
+    submit = {"path": "noop.ipynb", "gpus": 1, "name": "plain"}
+    body = {"submitJob": submit, "checkSubmit": submit, "resubmitJob": {"gpus": 1}}
     if op_id in body:
         return op.Case(path_parameters=path_parameters, body=body[op_id])
     return op.Case(path_parameters=path_parameters)

@@ -1,0 +1,64 @@
+"""Checking a submit without submitting (``POST /e31/api/check``, ``e31 submit --check``): the
+same refusals and warnings as a submit, and where the job would wait, with nothing created."""
+
+from __future__ import annotations
+
+import pytest
+from support import ts, wait_state
+
+from e31_jupyter.errors import E31Error
+
+
+def _made(client, tmp_path) -> tuple[list[str], list[str]]:
+    """The jobs, and what submits left in the data directory (job folders, staging, inbox)."""
+    data = tmp_path / "data"
+    return [j["id"] for j in client.jobs()], sorted(p.name for f in ("jobs", "inbox") for p in (data / f).iterdir())
+
+
+def test_a_check_says_where_the_job_would_wait_and_creates_nothing(client, gated, tmp_path):
+    """Nothing has finished on this server, so run times are what the jobs declared."""
+    blocker = gated.submit(client, "blocker", gpus=2, max_runtime="4h", expected_runtime="2h")
+    blocker = wait_state(client, blocker["id"], "running")
+    first = gated.submit(client, "first", gpus=2, max_runtime="1h")
+    made = _made(client, tmp_path)
+
+    check = client.check(
+        path=str(gated.notebook), gpus=1, max_runtime="30m", data=[str(gated.notebook)],
+        parameters={"gat": "x"},
+    )  # fmt: skip
+    started = ts(blocker["started_at"])
+    assert check["submitted"] is False and check["name"] == "gated"
+    assert check["queue_position"] == 2  # behind first, which came first
+    assert ts(check["expected_start"]) == pytest.approx(started + 7200 + 3600, abs=0.01)
+    assert ts(check["expected_end"]) == pytest.approx(started + 7200 + 3600 + 1800, abs=0.01)
+    assert check["expected_to_expire"] is False
+    assert check["request"]["gpus"] == 1 and check["request"]["max_runtime_s"] == 1800
+    assert check["work"]["kernel"] == "python3" and check["work"]["data"] == [str(gated.notebook)]
+    assert any("did you mean 'gate'" in w for w in check["warnings"]), check["warnings"]
+
+    assert _made(client, tmp_path) == made  # nothing queued, staged or copied
+    assert client.job(first["id"])["queue_position"] == 1  # the line is as it was
+
+    # A deadline the forecast cannot meet: it would be given up on before it starts.
+    late = client.check(path=str(gated.notebook), gpus=1, max_runtime="30m", deadline="+40m")
+    assert late["expected_to_expire"] is True and late["expected_start"] is None
+    for name in ("blocker", "first"):
+        gated.open(name)
+
+
+def test_a_check_refuses_what_a_submit_refuses_with_the_same_message(client, gated):
+    for body in ({"path": str(gated.notebook), "gpus": 3}, {"path": "missing.ipynb"}, {"notebook": 7}):
+        with pytest.raises(E31Error) as checked:
+            client.check(**body)
+        with pytest.raises(E31Error) as submitted:
+            client.submit(**body)
+        assert checked.value.status == submitted.value.status == 400
+        assert checked.value.message == submitted.value.message
+    assert client.jobs() == []
+
+
+def test_a_check_with_free_gpus_would_start_now(client, gated):
+    check = client.check(path=str(gated.notebook), gpus=2, expected_runtime="10m")
+    assert check["queue_position"] == 1
+    assert ts(check["expected_start"]) == pytest.approx(ts(check["expected_end"]) - 600, abs=0.01)
+    assert check["warnings"] == [] and client.jobs() == []
