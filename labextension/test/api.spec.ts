@@ -55,7 +55,7 @@ describe('E31Api', () => {
     });
   });
 
-  it('sends submit and resubmit bodies as JSON', async () => {
+  it('sends submit, check and resubmit bodies as JSON', async () => {
     const seen: unknown[] = [];
     const { api } = fakeApi({
       'POST jobs': body => {
@@ -65,14 +65,21 @@ describe('E31Api', () => {
       'POST jobs/abc/resubmit': body => {
         seen.push(body);
         return [201, { ...job(), warnings: [] }];
+      },
+      'POST check': body => {
+        seen.push(body);
+        return [200, { submitted: false, queue_position: 2, warnings: ['w'] }];
       }
     });
     await api.submit({ path: 'a.ipynb', gpus: 1, parameters: { lr: 0.1 } });
     await api.resubmit('abc', { deadline: '+2h' });
+    const check = await api.check({ path: 'b.ipynb', gpus: 2 });
     expect(seen).toEqual([
       { path: 'a.ipynb', gpus: 1, parameters: { lr: 0.1 } },
-      { deadline: '+2h' }
+      { deadline: '+2h' },
+      { path: 'b.ipynb', gpus: 2 }
     ]);
+    expect([check.queue_position, check.warnings]).toEqual([2, ['w']]);
   });
 
   it('builds download links with each path segment encoded', () => {

@@ -1,4 +1,4 @@
-import { initialForm, jobParameters, resubmitRequest, submitRequest } from '../src/model/form';
+import { initialForm, jobParameters, requestToCheck, resubmitRequest, submitRequest } from '../src/model/form';
 import { parseParameters } from '../src/model/parameters';
 import { job } from './helpers';
 
@@ -38,6 +38,20 @@ describe('the submit form', () => {
     const source = { kind: 'content' as const, name: 'a.ipynb', content };
     const result = submitRequest(initialForm(source, []), source, [], 2);
     expect(result.request).toMatchObject({ notebook: content, notebook_name: 'a.ipynb' });
+  });
+
+  it("checks an open notebook without its outputs, and leaves the notebook itself alone", () => {
+    const code = { cell_type: 'code', source: 'x = 1', metadata: {}, outputs: [{ output_type: 'stream' }] };
+    const text = { cell_type: 'markdown', source: '# x', metadata: {} };
+    const content = { cells: [code, text], metadata: {}, nbformat: 4, nbformat_minor: 5 };
+    const request = { notebook: content, notebook_name: 'a.ipynb', gpus: 1 };
+    expect(requestToCheck(request)).toEqual({
+      ...request,
+      notebook: { ...content, cells: [{ ...code, outputs: [] }, text] }
+    });
+    expect(code.outputs).toHaveLength(1);
+    const byPath = { path: 'a.ipynb' };
+    expect(requestToCheck(byPath)).toBe(byPath);
   });
 
   it('sends data next to the notebook, and the folder of an open notebook', () => {

@@ -6,8 +6,10 @@ import {
   formatTime,
   formatUntil,
   jobSummary,
+  outlookText,
   progressFraction
 } from '../src/model/format';
+import { ISubmitCheck } from '../src/model/types';
 import { job } from './helpers';
 
 describe('format', () => {
@@ -59,6 +61,39 @@ describe('format', () => {
     expect(formatUntil('2024-06-03T08:00:20Z', now)).toBe('now');
     expect(formatUntil('2024-06-03T07:00:00Z', now)).toBe('now');
     expect(formatUntil(null, now)).toBe('—');
+  });
+
+  it('says where a checked request would wait', () => {
+    const now = new Date('2024-06-03T08:00:00Z');
+    const check = (fields: Partial<ISubmitCheck>): ISubmitCheck => ({
+      submitted: false,
+      name: 'train',
+      queue_position: 1,
+      expected_start: '2024-06-03T08:00:00Z',
+      expected_end: null,
+      expected_to_expire: false,
+      warnings: [],
+      ...fields
+    });
+    expect(outlookText(check({}), now)).toBe('Would start now.');
+    expect(outlookText(check({ expected_end: '2024-06-03T08:10:00Z' }), now)).toBe(
+      'Would start now, expected to end in 10m.'
+    );
+    expect(
+      outlookText(
+        check({ queue_position: 3, expected_start: '2024-06-03T10:00:00Z', expected_end: '2024-06-03T10:30:00Z' }),
+        now
+      )
+    ).toBe('Would wait at position 3, expected to start in 2h, expected to end in 2h 30m.');
+    expect(outlookText(check({ queue_position: 2, expected_start: null }), now)).toBe(
+      'Would wait at position 2; when it would start cannot be told yet.'
+    );
+    expect(outlookText(check({ expected_start: null, expected_to_expire: true }), now)).toMatch(
+      /^Would expire before it starts: its deadline is out of reach/
+    );
+    expect(outlookText(check({ queue_position: null, expected_start: null }), now)).toBe(
+      "The cluster's scheduler decides when it starts."
+    );
   });
 
   it('sums up where a job stands in a line', () => {

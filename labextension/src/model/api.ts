@@ -14,6 +14,7 @@ import {
   IMeterReport,
   IResubmitRequest,
   IServerInfo,
+  ISubmitCheck,
   ISubmitRequest,
   ISubmittedJob,
   JobState
@@ -74,6 +75,11 @@ export class E31Api {
 
   submit(request: ISubmitRequest): Promise<ISubmittedJob> {
     return this.json('jobs', { method: 'POST', body: JSON.stringify(request) });
+  }
+
+  /** What submitting `request` now would give; nothing is submitted. */
+  check(request: ISubmitRequest): Promise<ISubmitCheck> {
+    return this.json('check', { method: 'POST', body: JSON.stringify(request) });
   }
 
   resubmit(id: string, changes: IResubmitRequest = {}): Promise<ISubmittedJob> {

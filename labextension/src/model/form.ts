@@ -166,6 +166,24 @@ export function submitRequest(
 }
 
 /**
+ * The request to check while the dialog is open: an open notebook without its code cells'
+ * outputs, which the check does not read and which can be most of a notebook's size (the
+ * dialog checks again after every pause in typing).
+ */
+export function requestToCheck(request: ISubmitRequest): ISubmitRequest {
+  const notebook = request.notebook as { cells?: unknown } | undefined;
+  if (!notebook || !Array.isArray(notebook.cells)) {
+    return request;
+  }
+  const cells = notebook.cells.map(cell =>
+    cell && typeof cell === 'object' && (cell as { cell_type?: string }).cell_type === 'code'
+      ? { ...cell, outputs: [] }
+      : cell
+  );
+  return { ...request, notebook: { ...notebook, cells } };
+}
+
+/**
  * A resubmit's changes: only the fields the user changed from the original job (the server
  * keeps the rest, including limits that were its defaults). A cleared field means "the
  * server's default" and is not sent either, except the deadline, which is never carried over.

@@ -2,7 +2,7 @@
  * How numbers and times read in the UI.
  */
 
-import { IJob, JobState } from './types';
+import { IJob, ISubmitCheck, JobState } from './types';
 
 /** 5400 -> "1h 30m"; 42 -> "42s"; 90061 -> "1d 1h". Two units at most. */
 export function formatDuration(seconds: number | null | undefined): string {
@@ -183,6 +183,24 @@ export function jobSummary(job: IJob, now: number = Date.now()): string {
       return ran === null ? job.reason || STATE_LABELS[job.state].toLowerCase() : `ran ${formatDuration(ran)}`;
     }
   }
+}
+
+/** Where a checked request would wait, in a sentence: "Would start now, expected to end in 10m." */
+export function outlookText(check: ISubmitCheck, now: Date = new Date()): string {
+  if (check.expected_to_expire) {
+    return 'Would expire before it starts: its deadline is out of reach behind the jobs ahead.';
+  }
+  if (check.queue_position === null) {
+    return "The cluster's scheduler decides when it starts.";
+  }
+  const end = check.expected_end ? `, expected to end ${formatUntil(check.expected_end, now)}` : '';
+  if (!check.expected_start) {
+    return `Would wait at position ${check.queue_position}; when it would start cannot be told yet.`;
+  }
+  const start = formatUntil(check.expected_start, now);
+  return start === 'now'
+    ? `Would start now${end}.`
+    : `Would wait at position ${check.queue_position}, expected to start ${start}${end}.`;
 }
 
 /** Progress as a fraction in [0, 1], or null when unknown. */

@@ -99,6 +99,18 @@ export interface ISubmittedJob extends IJob {
   warnings: string[];
 }
 
+/** What submitting a request now would give (POST /check); nothing was submitted. */
+export interface ISubmitCheck {
+  submitted: false;
+  name: string;
+  /** 1 = next; null where a cluster scheduler (Slurm) decides. */
+  queue_position: number | null;
+  expected_start: string | null;
+  expected_end: string | null;
+  expected_to_expire: boolean;
+  warnings: string[];
+}
+
 export interface ISubmitRequest {
   path?: string;
   notebook?: unknown;

@@ -1,7 +1,8 @@
 /**
  * The submit dialog: a notebook (or an earlier job) becomes a job. It shows the GPU pool and
  * the queue, takes the request and the notebook's parameters, and stays open with the server's
- * message when the server refuses the request.
+ * message when the server refuses the request. While it is open, the server checks the request
+ * as it stands (nothing is submitted): where the job would wait, and what it would warn of.
  */
 
 import { Dialog } from '@jupyterlab/apputils';
@@ -14,11 +15,13 @@ import {
   NotebookSource,
   initialForm,
   notebookName,
+  requestToCheck,
   resubmitRequest,
   submitRequest
 } from '../model/form';
 import { IParameter } from '../model/parameters';
-import { IGpuInventory, ISubmittedJob } from '../model/types';
+import { outlookText } from '../model/format';
+import { IGpuInventory, ISubmitCheck, ISubmittedJob } from '../model/types';
 
 export interface ISubmitDialogOptions {
   api: E31Api;
@@ -67,6 +70,10 @@ class SubmitDialog extends Dialog<ISubmittedJob | null> {
 }
 
 const ACCEPT_INDEX = 1;
+const CHECK_DELAY_MS = 400; // after the last change, before the server checks the request
+
+/** The server's check of the request as it stands, or why it would refuse it. */
+type Outlook = { check: ISubmitCheck } | { refused: string } | null;
 
 class SubmitForm extends ReactWidget {
   constructor(private readonly options: ISubmitDialogOptions) {
@@ -81,6 +88,12 @@ class SubmitForm extends ReactWidget {
       },
       () => undefined
     );
+    this._checkSoon();
+  }
+
+  dispose(): void {
+    window.clearTimeout(this._checkTimer);
+    super.dispose();
   }
 
   /** The submitted job, once the server accepted it. */
@@ -133,12 +146,44 @@ class SubmitForm extends ReactWidget {
         error={this._error}
         fieldErrors={this._fieldErrors}
         busy={this._busy}
+        outlook={this._outlook}
         onChange={change => {
           this._form = { ...this._form, ...change };
+          this._checkSoon();
           this.update();
         }}
       />
     );
+  }
+
+  /** Check the request once the user pauses (new jobs only: a resubmit's request is a diff). */
+  private _checkSoon(): void {
+    if (this.options.source.kind === 'job') {
+      return;
+    }
+    window.clearTimeout(this._checkTimer);
+    this._checkTimer = window.setTimeout(() => void this._check(), CHECK_DELAY_MS);
+  }
+
+  private async _check(): Promise<void> {
+    const { api, source, parameters } = this.options;
+    if (source.kind === 'job' || this.isDisposed) {
+      return;
+    }
+    const built = submitRequest(this._form, source, parameters, this._pool ? this._pool.total : null);
+    const asked = ++this._checks;
+    let outlook: Outlook = null;
+    if (built.request) {
+      try {
+        outlook = { check: await api.check(requestToCheck(built.request)) };
+      } catch (error) {
+        outlook = { refused: errorText(error) };
+      }
+    }
+    if (asked === this._checks && !this.isDisposed) {
+      this._outlook = outlook; // only the answer to the latest request
+      this.update();
+    }
   }
 
   private _form: ISubmitForm;
@@ -147,6 +192,9 @@ class SubmitForm extends ReactWidget {
   private _error: string | null = null;
   private _fieldErrors: Record<string, string> = {};
   private _busy = false;
+  private _outlook: Outlook = null;
+  private _checks = 0;
+  private _checkTimer = 0;
 }
 
 function FormView(props: {
@@ -157,6 +205,7 @@ function FormView(props: {
   error: string | null;
   fieldErrors: Record<string, string>;
   busy: boolean;
+  outlook: Outlook;
   onChange: (change: Partial<ISubmitForm>) => void;
 }): JSX.Element {
   const { source, parameters, form, pool, fieldErrors, onChange } = props;
@@ -242,6 +291,7 @@ function FormView(props: {
         </p>
       ) : null}
 
+      {props.error ? null : <OutlookView outlook={props.outlook} />}
       {props.busy ? <div className="e31-SubmitForm-busy">Submitting…</div> : null}
       {props.error ? (
         <div className="e31-Error e31-SubmitForm-error" role="alert" ref={errorRef}>
@@ -300,6 +350,30 @@ function ParameterField(props: {
         />
       )}
     </Field>
+  );
+}
+
+function OutlookView(props: { outlook: Outlook }): JSX.Element | null {
+  const { outlook } = props;
+  if (!outlook) {
+    return null;
+  }
+  if ('refused' in outlook) {
+    return (
+      <div className="e31-SubmitForm-outlook e31-mod-refused" role="status">
+        The server would refuse this: {outlook.refused}
+      </div>
+    );
+  }
+  return (
+    <div className="e31-SubmitForm-outlook" role="status">
+      <div className="e31-SubmitForm-forecast">{outlookText(outlook.check)}</div>
+      {outlook.check.warnings.map(warning => (
+        <div key={warning} className="e31-SubmitForm-warning">
+          {warning}
+        </div>
+      ))}
+    </div>
   );
 }
 

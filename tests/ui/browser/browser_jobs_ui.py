@@ -257,9 +257,26 @@ def test_a_file_left_behind_is_named_and_the_dialogs_data_brings_it(lab, api, co
     open_lab(page, lab, "data", "project/reader.ipynb")
     dialog = page.locator(".e31-SubmitDialog")
 
-    # Submitted as it is open: the server knows its folder and names the file the job lacks.
+    # Submitted as it is open: the server knows its folder and names the file the job lacks,
+    # in the dialog before anything is submitted, and again when it is.
     page.locator(".e31-SubmitButton").click()
     expect(dialog.locator('input[name="gpus"]')).to_be_focused()  # the dialog is done moving the focus
+    outlook = dialog.locator(".e31-SubmitForm-outlook")
+    expect(outlook.locator(".e31-SubmitForm-warning")).to_contain_text("'inputs/rows.csv'")
+    expect(outlook.locator(".e31-SubmitForm-forecast")).to_have_text(re.compile(r"^Would (start now|wait at position)"))
+    screenshot(page, "submit-dialog-outlook")
+    dialog.locator('input[name="data"]').fill("inputs")
+    expect(outlook.locator(".e31-SubmitForm-warning")).to_have_count(0)
+    dialog.locator('input[name="data"]').fill("")
+    expect(outlook.locator(".e31-SubmitForm-warning")).to_contain_text("--data inputs")
+    dialog.locator('input[name="gpus"]').fill("9")  # more than the pool: no check is asked for
+    expect(outlook).to_have_count(0)
+    dialog.locator('input[name="gpus"]').fill("1")
+    dialog.locator('input[name="deadline"]').fill("2001-01-01T00:00")  # the server refuses it; the form cannot tell
+    expect(dialog.locator(".e31-SubmitForm-outlook.e31-mod-refused")).to_contain_text("The server would refuse this: ")
+    dialog.locator('input[name="deadline"]').fill("")
+    expect(outlook.locator(".e31-SubmitForm-warning")).to_contain_text("--data inputs")
+    assert [j for j in api.jobs() if j["name"] in ("reader", "no-data")] == []  # the checks submitted nothing
     dialog.locator('input[name="name"]').fill("no-data")
     dialog.locator(".jp-Dialog-button.jp-mod-accept").click()
     warning = toast(page, "'inputs/rows.csv'")
