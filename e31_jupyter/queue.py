@@ -219,24 +219,19 @@ class Queue:
         and warnings, and the place in line and expected start the job would have."""
         now = self.clock()
         proposal = await self._propose(caller, body, kernels, root_dir, now)
-        spec = proposal.spec
-        place, outlook = await self._would_take(spec, pending(_record_fields(CHECK_ID, caller, spec, body, now)), now)
+        record = _record_fields(CHECK_ID, caller, proposal.spec, body, now)
+        place, outlook = await self._would_take(proposal.spec, pending(record), now)
         return {
             "submitted": False,
-            "name": spec.name,
+            "name": record["name"],
             "queue_position": place,
             "expected_start": iso(outlook.starts.get(CHECK_ID)),
             "expected_end": iso(outlook.ends.get(CHECK_ID)),
             "expected_to_expire": CHECK_ID in outlook.expired,
-            "request": {
-                "gpus": spec.request.gpus,
-                "max_runtime_s": spec.request.max_runtime_s,
-                "expected_runtime_s": spec.request.expected_runtime_s,
-                "deadline": iso(spec.request.deadline),
-            },
-            "work": {"notebook": spec.notebook_name, "parameters": spec.parameters, "kernel": spec.kernel, "data": spec.data},
+            "request": _request_view(record),
+            "work": _work_view(record["spec"]),
             "warnings": proposal.warnings,
-        }  # fmt: skip
+        }
 
     async def _would_take(self, spec: JobSpec, job: policy.Pending, now: float) -> tuple[int | None, Forecast]:
         """The place in line a job would take if it joined the line now, and the forecast of
@@ -451,12 +446,7 @@ class Queue:
             "reason": job["reason"],
             "queue_position": (positions or {}).get(job["id"]),
             "expected_start": iso(self.expected_starts().get(job["id"])) if job["state"] == JobState.QUEUED.value else None,
-            "request": {
-                "gpus": job["gpus_requested"],
-                "max_runtime_s": job["max_runtime_s"],
-                "expected_runtime_s": job["expected_runtime_s"],
-                "deadline": iso(job["deadline"]),
-            },
+            "request": _request_view(job),
             "gpus": job["granted"],
             "meter": self._meter(job),
             "progress": {
@@ -467,12 +457,7 @@ class Queue:
             "submitted_at": iso(job["submitted_at"]),
             "started_at": iso(job["started_at"]),
             "finished_at": iso(job["finished_at"]),
-            "work": {
-                "notebook": spec.get("notebook_name"),
-                "parameters": spec.get("parameters", {}),
-                "kernel": spec.get("kernel"),
-                "data": spec.get("data", []),
-            },
+            "work": _work_view(spec),
             "output": {
                 "files": spec.get("outputs", []),
                 "reports": result.get("reports") or spec.get("reports", []),
@@ -698,6 +683,26 @@ def _record_fields(job_id: str, caller: Caller, spec: JobSpec, body: dict, now: 
         "submitted_at": now, "fingerprint": validate_text(body, "fingerprint"),
         "spec": {k: v for k, v in spec.to_dict().items() if k != "request"},
     }  # fmt: skip
+
+
+def _request_view(job: dict) -> dict:
+    """What a job (a store row, or a record about to be one) asked for, as the API shows it."""
+    return {
+        "gpus": job["gpus_requested"],
+        "max_runtime_s": job["max_runtime_s"],
+        "expected_runtime_s": job["expected_runtime_s"],
+        "deadline": iso(job["deadline"]),
+    }
+
+
+def _work_view(spec: dict) -> dict:
+    """What a job runs (its stored spec), as the API shows it."""
+    return {
+        "notebook": spec.get("notebook_name"),
+        "parameters": spec.get("parameters", {}),
+        "kernel": spec.get("kernel"),
+        "data": spec.get("data", []),
+    }
 
 
 def _final_state(job: dict, manifest: dict | None, exit_code: int | None, start_error: str) -> tuple[str, str]:
