@@ -18,8 +18,9 @@ all of them stay queued: no kernel ever starts besides the blocker's.
     Then, with the queue that long: the server's CPU while nobody asks, ``5 x --clients`` more
     submits, the list query (a page of ``GET /e31/api/jobs``, of ``?state=queued``, and one deep
     in the queue with ``before=``; and every queued job page by page, once), the queue-position
-    query (``GET /e31/api/jobs/{id}``) and ``GET /e31/api/gpus``, p50/p99 against the 200 ms
-    target, and the server's memory (RSS) along the way.
+    query (``GET /e31/api/jobs/{id}``), ``GET /e31/api/gpus`` and a submit's check (``POST
+    /e31/api/check``: the line made again with the job in it, and the forecast), p50/p99 against
+    the 200 ms target, and the server's memory (RSS) along the way.
 
 Bounded: each submit phase stops at ``--fill-timeout`` (the submits into the long queue at 300 s
 if that is more) and each query kind at ``--query-seconds``
@@ -164,14 +165,17 @@ def submit_many(url: str, count: int, clients: int, body: dict, timeout_s: float
     }
 
 
-def time_query(session: requests.Session, url: str, samples: int, budget_s: float, pick=None) -> dict:
-    """GET ``url`` (or ``pick()``'s URL) up to ``samples`` times within ``budget_s``."""
+def time_query(
+    session: requests.Session, url: str, samples: int, budget_s: float, pick=None, body: dict | None = None
+) -> dict:
+    """GET ``url`` (or ``pick()``'s URL) up to ``samples`` times within ``budget_s``; POST
+    ``body`` instead when given."""
     latencies, sizes, statuses = [], [], set()
     deadline = time.monotonic() + budget_s
     while len(latencies) < samples and time.monotonic() < deadline:
         target = pick() if pick else url
         started = time.perf_counter()
-        response = session.get(target, timeout=120)
+        response = session.post(target, json=body, timeout=120) if body else session.get(target, timeout=120)
         latencies.append(time.perf_counter() - started)
         statuses.add(response.status_code)
         sizes.append(len(response.content))
@@ -313,6 +317,7 @@ def main(argv: list[str] | None = None) -> int:
             pick=lambda: f"{api}/jobs/{random.choice(queued_ids)}",
         )  # fmt: skip
         q["gpus"] = time_query(session, f"{api}/gpus", args.samples, args.query_seconds)
+        q["check"] = time_query(session, f"{api}/check", args.samples, args.query_seconds, body=body)
         results["queries"] = q
         results["rss_mb"]["after_queries"] = memory.rss() / 2**20
         results["rss_mb"]["peak"] = memory.peak / 2**20
@@ -395,7 +400,8 @@ def report(r: dict) -> None:
           f"p99 {ms(c['p99_ms'])}  ({c['per_s'] or 0:.1f}/s){'  STOPPED AT THE TIME LIMIT' if c['timed_out'] else ''}")
     print(f"    {'query':28} {'p50':>11}  {'p99':>11}   target p99")
     names = {"list_all": "GET /jobs (first page)", "list_queued": "GET /jobs?state=queued",
-             "list_deep": "  a page deep in the queue", "job": "GET /jobs/{id}", "gpus": "GET /gpus"}  # fmt: skip
+             "list_deep": "  a page deep in the queue", "job": "GET /jobs/{id}", "gpus": "GET /gpus",
+             "check": "POST /check (a submit's)"}  # fmt: skip
     for key, q in r["queries"].items():
         flag = "ok" if (q["p99_ms"] or 0) <= target else "MISSED"
         short = f", only {q['n']} in the time limit" if q["cut_short"] else ""

@@ -23,7 +23,7 @@ import shutil
 import signal
 import threading
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from . import gpus as gpu_inventory
@@ -236,9 +236,9 @@ class Queue:
     async def _would_take(self, spec: JobSpec, job: policy.Pending, now: float) -> tuple[int | None, Forecast]:
         """The place in line a job would take if it joined the line now, and the forecast of
         the line with it (``job`` is ``spec`` as the policy sees it)."""
-        self._make_line(now)
-        ordered = self._line.ordered_with(job)
-        return self._line.place_of(job), run_forward(self.policy.walk, ordered, self._line_seen)
+        line = self.positions()  # what the other jobs' places are shown from (at most a second stale)
+        moment = replace(self._line_seen, now=max(now, self._line_seen.now))
+        return line.place_of(job), run_forward(self.policy.walk, line.ordered_with(job), moment)
 
     async def _propose(self, caller: Caller, body: dict, kernels: list[str], root_dir: Path, now: float) -> Proposal:
         """The job ``body`` asks for, checked as a submit checks it (raises what it refuses),
