@@ -110,7 +110,7 @@ def left_behind_warnings(sources: list[str], folder: Path, parameters: dict, dat
 def _relative_paths(sources: list[str], parameters: dict):
     """Strings in the code and in the parameters that could be relative paths of files the code
     reads (not ones it writes)."""
-    trees = [_syntax_tree(source) for source in sources]
+    trees = [tree for source in sources for tree in _syntax_trees(source)]
     written = {text for tree in trees for text in _written_strings(tree)}
     texts = [value for value in parameters.values() if isinstance(value, str)]
     texts += [text for tree in trees for text in _string_constants(tree) if text not in written]
@@ -134,6 +134,24 @@ def _syntax_tree(source: str) -> ast.Module:
         return ast.parse(TransformerManager().transform_cell(source))
     except (SyntaxError, ValueError):
         return ast.Module(body=[], type_ignores=[])
+
+
+def _syntax_trees(source: str) -> list[ast.Module]:
+    """The cell's syntax tree, and those of the code that its magics run (``%time x = f()``,
+    ``%%timeit`` cells): IPython passes that code to the magic as a string."""
+    trees = [_syntax_tree(source)]
+    for tree in trees:  # grows as magics inside magics are found
+        for call in (node for node in ast.walk(tree) if isinstance(node, ast.Call)):
+            strings = [a.value for a in call.args if isinstance(a, ast.Constant) and isinstance(a.value, str)]
+            runner = call.func.attr if isinstance(call.func, ast.Attribute) else ""
+            if runner in ("run_line_magic", "run_cell_magic") and len(strings) == len(call.args) >= 2:
+                if strings[0] in _MAGICS_THAT_RUN_CODE:
+                    trees.append(_syntax_tree(strings[-1]))
+    return trees
+
+
+# Magics whose line (or cell) is Python code that they run; others take words, not code.
+_MAGICS_THAT_RUN_CODE = {"time", "timeit", "prun", "capture", "debug"}
 
 
 def _string_constants(tree: ast.Module) -> list[str]:

@@ -89,3 +89,14 @@ def test_files_the_notebook_writes_are_not_taken_for_inputs(tmp_path):
     nb = _reader(tmp_path / "other", "open('labels.txt', 'r+').read()\nopen('data/train.csv').read()")
     (warning,) = left_behind_warnings(python_sources(nb), tmp_path / "other", {}, [])
     assert "have 'labels.txt', 'data/train.csv'," in warning
+
+
+def test_code_that_magics_run_is_read_too(tmp_path):
+    timed = "%time rows = open('data/train.csv').read()\n%time df.to_csv('labels.txt')"
+    (warning,) = left_behind_warnings(python_sources(_reader(tmp_path, timed)), tmp_path, {}, [])
+    assert "have 'data/train.csv', next to" in warning  # and not labels.txt, which it writes
+    cell = "%%timeit\nlabels = open('labels.txt').read()"
+    (warning,) = left_behind_warnings(python_sources(_notebook("python", cell)), tmp_path, {}, [])
+    assert "have 'labels.txt', next to" in warning
+    not_code = "%pip install -q 'labels.txt >= 1'\n%config Application.log_level = 'labels.txt'"
+    assert left_behind_warnings(python_sources(_notebook("python", not_code)), tmp_path, {}, []) == []
