@@ -11,7 +11,7 @@ from datetime import datetime
 
 from .client import FINAL_STATES, E31Client
 from .errors import E31Error
-from .text import format_age, format_seconds, format_until, parse_time  # noqa: F401 (parse_time: used by tests)
+from .text import format_age, format_outlook, format_seconds, format_until, parse_time  # noqa: F401 (parse_time: used by tests)
 
 STATES = ("queued", "running", "succeeded", "failed", "cancelled", "expired")
 LAUNCHERS = ("lab", "serve")
@@ -83,8 +83,7 @@ def describe(job: dict) -> str:
     state, reason = job["state"], job.get("reason")
     if state == "queued":
         details = [f"position {job['queue_position']}"] if job.get("queue_position") else []
-        if job.get("expected_start"):
-            details.append(f"expected to start {format_until(job['expected_start'])}")
+        details += format_outlook(job)
         return f"queued ({', '.join(details)})" if details else "queued"
     if state == "running" and reason and reason.startswith("cancelling"):
         return reason
@@ -108,7 +107,7 @@ def format_jobs(jobs: list[dict], now: datetime | None = None) -> str:
             _shorten(job.get("name") or "", 32),
             job["state"],
             job.get("queue_position"),
-            format_until(job.get("expected_start"), now),
+            "expires" if job.get("expected_to_expire") else format_until(job.get("expected_start"), now),
             (job.get("request") or {}).get("gpus", 0),
             gpu_hours(job),
             format_age(job.get("submitted_at"), now),
@@ -215,13 +214,8 @@ def print_warnings(warnings) -> None:
 
 def describe_check(check: dict) -> str:
     """A checked submit in a line: 'train: would be queued (position 3, expected to start in
-    12m), expected to end in 1h12m; nothing was submitted'."""
-    text = f"{check['name']}: would be {describe({**check, 'state': 'queued'})}"
-    if check.get("expected_end"):
-        text += f", expected to end {format_until(check['expected_end'])}"
-    if check.get("expected_to_expire"):
-        text += ", and expected to expire before it starts: its deadline would be out of reach"
-    return text + "; nothing was submitted"
+    12m, to end in 1h12m); nothing was submitted'."""
+    return f"{check['name']}: would be {describe({**check, 'state': 'queued'})}; nothing was submitted"
 
 
 def _progress_printer(job: dict):

@@ -74,8 +74,8 @@ class ClusterQueue(Queue):
         """Places in the cluster's queue, as the last poll of the cluster recorded them."""
         return self.store.queue_positions()
 
-    def expected_starts(self) -> dict[str, float]:
-        return {}  # the cluster decides; e31 does not forecast its queue
+    def forecast(self) -> Forecast:
+        return Forecast()  # the cluster decides; e31 does not forecast its queue
 
     async def _would_take(self, spec: JobSpec, job: Pending, now: float) -> tuple[None, Forecast]:
         """No place in line (the cluster's priorities decide it); the start is the cluster's

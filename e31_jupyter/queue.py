@@ -43,7 +43,7 @@ from .job import (
     validate_request,
     validate_text,
 )
-from .forecast import Forecast, expected_starts, run_forward
+from .forecast import Forecast, run_forward
 from .history import History, pending
 from .jobdir import JobDir
 from .line import Line
@@ -124,7 +124,7 @@ class Queue:
         self._pass_due = False  # a pass is set to run soon (_schedule_soon)
         self._line: Line | None = None  # the queue in order, for places in line
         self._line_seen: policy.Snapshot | None = None  # what the policy saw when the line was made
-        self._forecast: tuple[Line | None, dict[str, float]] = (None, {})  # a line's expected starts
+        self._forecast: tuple[Line | None, Forecast] = (None, Forecast())  # a line's forecast
         self._line_made = (0.0, (0, 0))  # when (time.monotonic()) and at which store.version()
         self.history = History(self.store, machine_gpus=len(settings.inventory or ()))  # None: a cluster's
         self._ticker: asyncio.Task | None = None
@@ -225,9 +225,7 @@ class Queue:
             "submitted": False,
             "name": record["name"],
             "queue_position": place,
-            "expected_start": iso(outlook.starts.get(CHECK_ID)),
-            "expected_end": iso(outlook.ends.get(CHECK_ID)),
-            "expected_to_expire": CHECK_ID in outlook.expired,
+            **_outlook_view(CHECK_ID, outlook),
             "request": _request_view(record),
             "work": _work_view(record["spec"]),
             "warnings": proposal.warnings,
@@ -236,7 +234,10 @@ class Queue:
     async def _would_take(self, spec: JobSpec, job: policy.Pending, now: float) -> tuple[int | None, Forecast]:
         """The place in line a job would take if it joined the line now, and the forecast of
         the line with it (``job`` is ``spec`` as the policy sees it)."""
-        line = self.positions()  # what the other jobs' places are shown from (at most a second stale)
+        line = self.positions()
+        if self.store.version() != self._line_made[1]:  # the queue changed since: a check must be exact
+            self._make_line(now)
+            line = self._line
         moment = replace(self._line_seen, now=max(now, self._line_seen.now))
         return line.place_of(job), run_forward(self.policy.walk, line.ordered_with(job), moment)
 
@@ -416,12 +417,12 @@ class Queue:
         self._line_made = (time.monotonic(), version)
         return snapshot
 
-    def expected_starts(self) -> dict[str, float]:
-        """When the jobs at the head of the line are expected to start (``forecast.py``), worked
-        out once per line, when first asked."""
+    def forecast(self) -> Forecast:
+        """What is expected of the jobs at the head of the line (``forecast.py``), worked out
+        once per line, when first asked."""
         line = self.positions()
         if self._forecast[0] is not line:
-            self._forecast = (line, expected_starts(self.policy.walk, line.ordered, self._line_seen))
+            self._forecast = (line, run_forward(self.policy.walk, line.ordered, self._line_seen))
         return self._forecast[1]
 
     def _leave_line(self, job_id: str) -> None:
@@ -445,7 +446,7 @@ class Queue:
             "state": job["state"],
             "reason": job["reason"],
             "queue_position": (positions or {}).get(job["id"]),
-            "expected_start": iso(self.expected_starts().get(job["id"])) if job["state"] == JobState.QUEUED.value else None,
+            **_outlook_view(job["id"], self.forecast() if job["state"] == JobState.QUEUED.value else Forecast()),
             "request": _request_view(job),
             "gpus": job["granted"],
             "meter": self._meter(job),
@@ -683,6 +684,15 @@ def _record_fields(job_id: str, caller: Caller, spec: JobSpec, body: dict, now: 
         "submitted_at": now, "fingerprint": validate_text(body, "fingerprint"),
         "spec": {k: v for k, v in spec.to_dict().items() if k != "request"},
     }  # fmt: skip
+
+
+def _outlook_view(job_id: str, forecast: Forecast) -> dict:
+    """What the forecast expects of a queued job, as the API shows it."""
+    return {
+        "expected_start": iso(forecast.starts.get(job_id)),
+        "expected_end": iso(forecast.ends.get(job_id)),
+        "expected_to_expire": job_id in forecast.expired,
+    }
 
 
 def _request_view(job: dict) -> dict:

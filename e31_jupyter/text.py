@@ -42,6 +42,19 @@ def format_until(iso: str | None, now: datetime | None = None) -> str | None:
     return f"in {format_seconds(minutes * 60)}" if minutes >= 1 else "now"
 
 
+def format_outlook(job: dict, now: datetime | None = None) -> list[str]:
+    """What the forecast expects of a queued (or checked) job, in a few words each: 'expected to
+    start in 1h', 'to end in 1h30m'; or that it is expected to expire."""
+    if job.get("expected_to_expire"):
+        return ["expected to expire: its deadline is out of reach"]
+    if not job.get("expected_start"):
+        return []
+    words = [f"expected to start {format_until(job['expected_start'], now)}"]
+    if job.get("expected_end"):
+        words.append(f"to end {format_until(job['expected_end'], now)}")
+    return words
+
+
 def format_size(n: float) -> str:
     for unit in ("B", "KB", "MB", "GB"):
         if n < 1024 or unit == "GB":

@@ -23,7 +23,7 @@ from IPython.display import HTML, display, publish_display_data
 
 from .client import FINAL_STATES, E31Client
 from .packaging import CELL_TAG
-from .text import format_age, format_seconds, format_size, format_until, ordinal
+from .text import format_age, format_outlook, format_seconds, format_size, ordinal
 
 POLL_FAST_S, POLL_SLOW_S = 0.5, 5.0
 JOBS_SHOWN = 50  # the newest jobs the jobs widget lists
@@ -63,8 +63,7 @@ def status_line(job: dict, pool: dict | None = None) -> str:
     state = job["state"]
     if state == "queued":
         text = format_position(job.get("queue_position"))
-        if job.get("expected_start"):
-            text += f" · expected to start {format_until(job['expected_start'])}"
+        text += "".join(f" · {words}" for words in format_outlook(job))
         if pool:
             text += f" · {pool['total'] - pool['free']} of {pool['total']} GPUs busy ({pool['running']} jobs)"
         return text

@@ -103,6 +103,11 @@ def test_describe_says_where_the_job_is():
     assert describe(job()) == "queued (position 2)"
     soon = (datetime.now(timezone.utc) + timedelta(hours=1, minutes=30, seconds=10)).isoformat()
     assert describe(job(expected_start=soon)) == "queued (position 2, expected to start in 1h30m)"
+    later = (datetime.now(timezone.utc) + timedelta(hours=2, seconds=10)).isoformat()
+    assert describe(job(expected_start=soon, expected_end=later)) == (
+        "queued (position 2, expected to start in 1h30m, to end in 2h)"
+    )
+    assert describe(job(expected_to_expire=True)) == "queued (position 2, expected to expire: its deadline is out of reach)"
     assert describe(job(state="running", gpus=["0", "1"], progress={"cells_done": 3, "cells_total": 10})) == (
         "running on GPU 0,1 (3/10 cells)"
     )
@@ -113,10 +118,12 @@ def test_describe_says_where_the_job_is():
 def test_format_jobs_table():
     now = datetime(2024, 1, 1, 12, 30, tzinfo=timezone.utc)
     done = job(id="j0", name="x" * 40, state="succeeded", queue_position=None, meter={"gpu_hours": 1.234})
-    jobs = [job(expected_start="2024-01-01T14:00:20Z"), done]
+    hopeless = job(id="j2", queue_position=3, expected_to_expire=True)
+    jobs = [job(expected_start="2024-01-01T14:00:20Z"), hopeless, done]
     assert format_jobs(jobs, now).splitlines() == [
         "ID  NAME                              STATE      POS  STARTS    GPUS  GPU-H  AGE",
         "j1  train                             queued     2    in 1h30m  1     0.50   2h30m",
+        "j2  train                             queued     3    expires   1     0.50   2h30m",
         "j0  " + "x" * 31 + "…  succeeded  -    -         1     1.23   2h30m",
     ]
 

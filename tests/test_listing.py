@@ -101,6 +101,14 @@ def test_queued_jobs_show_when_they_are_expected_to_start(client, gated):
     assert ts(expected(first)) == pytest.approx(started + 7200, abs=0.01)  # when the blocker expects to end
     assert ts(expected(second)) == pytest.approx(started + 7200 + 3600, abs=0.01)  # then after the first
     assert client.job(blocker["id"])["expected_start"] is None  # running: no forecast
+    assert ts(client.job(first["id"])["expected_end"]) == pytest.approx(started + 7200 + 3600, abs=0.01)
+    # A deadline that falls before the blocker's expected end: it goes first in line, and it is
+    # expected to expire rather than start.
+    late = gated.submit(client, "late", gpus=1, max_runtime="30m", deadline="+1h")
+    wait_for(lambda: client.job(late["id"])["expected_to_expire"], timeout=10, what="the late job expected to expire")
+    assert client.job(late["id"])["queue_position"] == 1 and client.job(late["id"])["expected_start"] is None
+    assert not client.job(first["id"])["expected_to_expire"] and expected(first) is not None
+    client.cancel(late["id"])
     gated.open("blocker")
     wait_state(client, first["id"], "running")
     assert expected(first) is None

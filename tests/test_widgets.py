@@ -37,6 +37,9 @@ def test_a_queued_job_says_when_it_is_expected_to_start():
     job = {"state": "queued", "queue_position": 3, "expected_start": soon}
     assert widgets.status_line(job) == "3rd in line · expected to start in 45m"
     assert widgets.status_line({**job, "expected_start": None}) == "3rd in line"
+    assert widgets.status_line({**job, "expected_to_expire": True}) == (
+        "3rd in line · expected to expire: its deadline is out of reach"
+    )
 
 
 def test_meter_formatting():
