@@ -1,5 +1,6 @@
 import {
   durationInput,
+  expectedWords,
   formatBytes,
   formatDuration,
   formatGpuHours,
@@ -63,6 +64,19 @@ describe('format', () => {
     expect(formatUntil(null, now)).toBe('—');
   });
 
+  it('says what is expected of a queued job', () => {
+    const now = new Date('2024-06-03T08:00:00Z');
+    const queued = job({ state: 'queued', expected_start: '2024-06-03T09:00:00Z' });
+    expect(expectedWords(queued, now)).toBe('expected to start in 1h');
+    expect(expectedWords({ ...queued, expected_end: '2024-06-03T09:30:00Z' }, now)).toBe(
+      'expected to start in 1h, to end in 1h 30m'
+    );
+    expect(expectedWords({ ...queued, expected_start: null, expected_to_expire: true }, now)).toBe(
+      'expected to expire: its deadline is out of reach'
+    );
+    expect(expectedWords(job({ state: 'queued' }), now)).toBe('');
+  });
+
   it('says where a checked request would wait', () => {
     const now = new Date('2024-06-03T08:00:00Z');
     const check = (fields: Partial<ISubmitCheck>): ISubmitCheck => ({
@@ -105,6 +119,10 @@ describe('format', () => {
     due.expected_start = new Date(2024, 5, 3, 10, 30).toISOString();
     expect(jobSummary(due, new Date(2024, 5, 3, 9, 0).getTime())).toMatch(
       /^waiting .* · starts in 1h 30m · due 18:30$/
+    );
+    const hopeless = { ...due, expected_start: null, expected_to_expire: true };
+    expect(jobSummary(hopeless, new Date(2024, 5, 3, 9, 0).getTime())).toMatch(
+      /^waiting .* · expected to expire · due 18:30$/
     );
     expect(
       jobSummary(

@@ -165,7 +165,11 @@ export function jobSummary(job: IJob, now: number = Date.now()): string {
   switch (job.state) {
     case 'queued': {
       const waiting = `waiting ${formatDuration(secondsBetween(job.submitted_at, null, now))}`;
-      const expected = job.expected_start ? ` · starts ${formatUntil(job.expected_start, new Date(now))}` : '';
+      const expected = job.expected_to_expire
+        ? ' · expected to expire'
+        : job.expected_start
+          ? ` · starts ${formatUntil(job.expected_start, new Date(now))}`
+          : '';
       const deadline = job.request.deadline
         ? ` · due ${formatTime(job.request.deadline, new Date(now))}`
         : '';
@@ -183,6 +187,18 @@ export function jobSummary(job: IJob, now: number = Date.now()): string {
       return ran === null ? job.reason || STATE_LABELS[job.state].toLowerCase() : `ran ${formatDuration(ran)}`;
     }
   }
+}
+
+/** What the forecast expects of a queued job: "expected to start in 1h, to end in 1h 30m". */
+export function expectedWords(job: IJob, now: Date = new Date()): string {
+  if (job.expected_to_expire) {
+    return 'expected to expire: its deadline is out of reach';
+  }
+  if (!job.expected_start) {
+    return '';
+  }
+  const end = job.expected_end ? `, to end ${formatUntil(job.expected_end, now)}` : '';
+  return `expected to start ${formatUntil(job.expected_start, now)}${end}`;
 }
 
 /** Where a checked request would wait, in a sentence: "Would start now, expected to end in 10m." */

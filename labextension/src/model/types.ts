@@ -53,6 +53,10 @@ export interface IJob {
   queue_position: number | null;
   /** When a queued job is expected to start (the policy run forward); null when not forecast. */
   expected_start?: string | null;
+  /** When a queued job is expected to end; null when its start or run time is not known. */
+  expected_end?: string | null;
+  /** Whether the forecast expects the queue to give up on it before it starts (deadline out of reach). */
+  expected_to_expire?: boolean;
   request: {
     gpus: number;
     max_runtime_s: number | null;

@@ -9,12 +9,12 @@ import * as React from 'react';
 
 import { JobDetailModel } from '../model/detail';
 import {
+  expectedWords,
   formatBytes,
   formatCost,
   formatDuration,
   formatGpuHours,
   formatTimestamp,
-  formatUntil,
   secondsBetween
 } from '../model/format';
 import { liveGpuHours } from '../model/meter';
@@ -162,8 +162,9 @@ function DetailView(props: { model: JobDetailModel; actions: IDetailActions }): 
               {job.gpus.length
                 ? `GPU${job.gpus.length === 1 ? '' : 's'} ${job.gpus.join(', ')}`
                 : job.state === 'queued'
-                  ? `waiting · #${job.queue_position ?? '?'} in queue` +
-                    (job.expected_start ? ` · expected to start ${formatUntil(job.expected_start)}` : '')
+                  ? [`waiting · #${job.queue_position ?? '?'} in queue`, expectedWords(job)]
+                      .filter(Boolean)
+                      .join(' · ')
                   : 'none'}
             </dd>
             <dt>Meter</dt>
