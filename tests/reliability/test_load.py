@@ -31,7 +31,7 @@ def test_a_ci_sized_load_loses_nothing_and_reports_its_figures(tmp_path):
     assert figures["queued"] >= 1500  # filled through the API and, past --fill-timeout, the store
     assert figures["submit_long_queue"]["errors"] == 0
     queries = figures["queries"]
-    assert set(queries) == {"list_all", "list_queued", "list_deep", "job", "gpus"}
+    assert set(queries) == {"list_all", "list_queued", "list_deep", "job", "gpus", "check"}
     for name, query in queries.items():
         assert query["statuses"] == [200], name
         assert query["n"] > 0 and query["p99_ms"] is not None, name
