@@ -285,9 +285,17 @@ class Queue:
     async def resubmit(
         self, caller: Caller, job_id: str, changes: dict, kernels: list[str], root_dir: Path
     ) -> tuple[dict, list[str]]:
-        """A new job from an earlier one: its stored notebook, parameters, data sources, captured
-        values and request, with ``changes`` (RESUBMIT_CHANGES) applied. The deadline is not
-        carried over: it was the earlier job's."""
+        """A new job from an earlier one (``body_again``), with ``changes``."""
+        return await self.submit(caller, self._body_again(caller, job_id, changes), kernels, root_dir)
+
+    async def check_resubmit(self, caller: Caller, job_id: str, changes: dict, kernels: list[str], root_dir: Path) -> dict:
+        """What ``resubmit`` would give now, as ``check`` says it; nothing is submitted."""
+        return await self.check(caller, self._body_again(caller, job_id, changes), kernels, root_dir)
+
+    def _body_again(self, caller: Caller, job_id: str, changes: dict) -> dict:
+        """The submit body of a new job from an earlier one: its stored notebook, parameters,
+        data sources, captured values and request, with ``changes`` (RESUBMIT_CHANGES) applied.
+        The deadline is not carried over: it was the earlier job's."""
         unknown = sorted(set(changes) - RESUBMIT_CHANGES)
         if unknown:
             raise InvalidRequest(
@@ -301,7 +309,7 @@ class Queue:
         body = body_again(jobdir, spec)
         if isinstance(changes.get("parameters"), dict):
             changes = {**changes, "parameters": {**body["parameters"], **changes["parameters"]}}
-        return await self.submit(caller, {**body, **changes}, kernels, root_dir)
+        return {**body, **changes}
 
     def _check_queued_limit(self, caller: Caller) -> None:
         waiting = self.store.count((JobState.QUEUED.value,), owner=caller.name)

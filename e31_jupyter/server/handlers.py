@@ -162,6 +162,15 @@ class ResubmitHandler(E31Handler):
         self.answer_submitted(*await self.queue.resubmit(self.caller, job_id, changes, self.kernels, self.root_dir))
 
 
+class ResubmitCheckHandler(E31Handler):
+    @web.authenticated
+    @authorized
+    @_answers_errors
+    async def post(self, job_id):
+        changes = self.json_body()
+        self.finish(await self.queue.check_resubmit(self.caller, job_id, changes, self.kernels, self.root_dir))
+
+
 class NotebookHandler(E31Handler):
     @web.authenticated
     @authorized
@@ -296,6 +305,7 @@ def routes() -> list[tuple[str, type]]:
         (job, JobHandler),
         (job + r"/cancel", CancelHandler),
         (job + r"/resubmit", ResubmitHandler),
+        (job + r"/resubmit/check", ResubmitCheckHandler),
         (job + r"/notebook", NotebookHandler),
         (job + r"/report", ReportHandler),
         (job + r"/files", FilesHandler),

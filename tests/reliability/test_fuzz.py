@@ -62,7 +62,8 @@ ODD_PATHS = ["../spec.json", "../../e31.sqlite", "out", "out/", "missing.txt", "
 # The blocker is never cancelled (queued fuzz jobs would start) nor resubmitted (a copy would
 # wait for its gate).
 WRITES = {"cancelJob", "resubmitJob"}
-SUBMITS = {"submitJob", "resubmitJob", "checkSubmit"}
+SUBMITS = {"submitJob", "resubmitJob", "checkSubmit", "checkResubmit"}
+RESUBMITS = {"resubmitJob", "checkResubmit"}
 # A request the server accepts, for the positive submits that name a real notebook: each field
 # given or left out.
 SANE = st.fixed_dictionaries(
@@ -217,7 +218,7 @@ def test_fuzz_the_whole_api(live):
             assume(_query_fields(case) <= TORNADO_MAX_QUERY_FIELDS)
             assume(len(_url(case)) <= TORNADO_MAX_HEADER_BYTES // 2)
             if op_id in SUBMITS:
-                case.body = _harmless(case.body, root, sane, gpus, resubmit=op_id == "resubmitJob")
+                case.body = _harmless(case.body, root, sane, gpus, resubmit=op_id in RESUBMITS)
             run_case(op_id, case)
 
         return fuzz
@@ -284,7 +285,7 @@ def test_fuzz_the_whole_api(live):
 def _plain_case(op, op_id: str, path_parameters: dict | None):
     """A valid request without fuzz (a submit of the one-cell notebook, queued behind the blocker)."""
     submit = {"path": "noop.ipynb", "gpus": 1, "name": "plain"}
-    body = {"submitJob": submit, "checkSubmit": submit, "resubmitJob": {"gpus": 1}}
+    body = {"submitJob": submit, "checkSubmit": submit, "resubmitJob": {"gpus": 1}, "checkResubmit": {"gpus": 1}}
     if op_id in body:
         return op.Case(path_parameters=path_parameters, body=body[op_id])
     return op.Case(path_parameters=path_parameters)

@@ -1,4 +1,5 @@
-"""The two REST additions the JupyterLab UI needs: who the caller is, and resubmitting a job."""
+"""The REST additions the JupyterLab UI needs: who the caller is, and resubmitting a job (or
+checking what a resubmit would give)."""
 
 from __future__ import annotations
 
@@ -36,6 +37,15 @@ def test_resubmit_runs_the_stored_notebook_again_with_changes(client, tmp_path):
     wait_state(client, first["id"], "succeeded")
     notebook.write_text("{}")  # later edits of the file do not change what a resubmit runs
     data.write_text("second")  # data is copied again from where it was
+
+    checked = client._json("POST", f"jobs/{first['id']}/resubmit/check", json={"parameters": {"c": 1}, "gpus": 1})
+    assert checked["submitted"] is False and checked["name"] == "echo" and checked["queue_position"] == 1
+    assert checked["work"]["parameters"] == {"a": 2, "c": 1} and checked["request"]["gpus"] == 1
+    assert any("Parameter 'c' is not set" in w for w in checked["warnings"]), checked["warnings"]
+    assert [j["id"] for j in client.jobs()] == [first["id"]]  # nothing submitted
+    with pytest.raises(E31Error) as refused:
+        client._json("POST", f"jobs/{first['id']}/resubmit/check", json={"path": "/etc/passwd"})
+    assert refused.value.status == 400 and "path" in refused.value.message
 
     again = resubmit(client, first["id"], parameters={"b": "y"}, gpus=1, deadline="+2h")
     assert again["id"] != first["id"]
