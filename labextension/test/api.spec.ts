@@ -69,15 +69,21 @@ describe('E31Api', () => {
       'POST check': body => {
         seen.push(body);
         return [200, { submitted: false, queue_position: 2, warnings: ['w'] }];
+      },
+      'POST jobs/abc/resubmit/check': body => {
+        seen.push(body);
+        return [200, { submitted: false, queue_position: 1, warnings: [] }];
       }
     });
     await api.submit({ path: 'a.ipynb', gpus: 1, parameters: { lr: 0.1 } });
     await api.resubmit('abc', { deadline: '+2h' });
     const check = await api.check({ path: 'b.ipynb', gpus: 2 });
+    await api.checkResubmit('abc', { gpus: 0 });
     expect(seen).toEqual([
       { path: 'a.ipynb', gpus: 1, parameters: { lr: 0.1 } },
       { deadline: '+2h' },
-      { path: 'b.ipynb', gpus: 2 }
+      { path: 'b.ipynb', gpus: 2 },
+      { gpus: 0 }
     ]);
     expect([check.queue_position, check.warnings]).toEqual([2, ['w']]);
   });

@@ -82,6 +82,11 @@ export class E31Api {
     return this.json('check', { method: 'POST', body: JSON.stringify(request) });
   }
 
+  /** What resubmitting job `id` with `changes` would give now; nothing is submitted. */
+  checkResubmit(id: string, changes: IResubmitRequest = {}): Promise<ISubmitCheck> {
+    return this.json(`jobs/${enc(id)}/resubmit/check`, { method: 'POST', body: JSON.stringify(changes) });
+  }
+
   resubmit(id: string, changes: IResubmitRequest = {}): Promise<ISubmittedJob> {
     return this.json(`jobs/${enc(id)}/resubmit`, {
       method: 'POST',

@@ -11,6 +11,7 @@ import * as React from 'react';
 
 import { E31Api, errorText } from '../model/api';
 import {
+  IFormResult,
   ISubmitForm,
   NotebookSource,
   initialForm,
@@ -21,7 +22,7 @@ import {
 } from '../model/form';
 import { IParameter } from '../model/parameters';
 import { outlookText } from '../model/format';
-import { IGpuInventory, ISubmitCheck, ISubmittedJob } from '../model/types';
+import { IGpuInventory, IResubmitRequest, ISubmitCheck, ISubmitRequest, ISubmittedJob } from '../model/types';
 
 export interface ISubmitDialogOptions {
   api: E31Api;
@@ -108,12 +109,8 @@ class SubmitForm extends ReactWidget {
     if (this._busy) {
       return null;
     }
-    const { api, source, parameters } = this.options;
-    const inventory = this._pool ? this._pool.total : null;
-    const built =
-      source.kind === 'job'
-        ? resubmitRequest(this._form, this._original, parameters, inventory)
-        : submitRequest(this._form, source, parameters, inventory);
+    const { api, source } = this.options;
+    const built = this._built();
     this._fieldErrors = built.errors;
     this._error = null;
     if (!built.request) {
@@ -136,6 +133,25 @@ class SubmitForm extends ReactWidget {
     }
   }
 
+  /** The request the form stands for: a new job's, or a resubmit's changes. */
+  private _built(): IFormResult<ISubmitRequest | IResubmitRequest> {
+    const { source, parameters } = this.options;
+    const inventory = this._pool ? this._pool.total : null;
+    return source.kind === 'job'
+      ? resubmitRequest(this._form, this._original, parameters, inventory)
+      : submitRequest(this._form, source, parameters, inventory);
+  }
+
+  /** The server's check of the form as it stands; null when the form itself is not valid. */
+  private _checkRequest(): Promise<ISubmitCheck> | null {
+    const { api, source } = this.options;
+    const { request } = this._built();
+    if (!request) {
+      return null;
+    }
+    return source.kind === 'job' ? api.checkResubmit(source.job.id, request) : api.check(requestToCheck(request));
+  }
+
   render(): JSX.Element {
     return (
       <FormView
@@ -156,29 +172,23 @@ class SubmitForm extends ReactWidget {
     );
   }
 
-  /** Check the request once the user pauses (new jobs only: a resubmit's request is a diff). */
+  /** Check the request once the user pauses. */
   private _checkSoon(): void {
-    if (this.options.source.kind === 'job') {
-      return;
-    }
     window.clearTimeout(this._checkTimer);
     this._checkTimer = window.setTimeout(() => void this._check(), CHECK_DELAY_MS);
   }
 
   private async _check(): Promise<void> {
-    const { api, source, parameters } = this.options;
-    if (source.kind === 'job' || this.isDisposed) {
+    if (this.isDisposed) {
       return;
     }
-    const built = submitRequest(this._form, source, parameters, this._pool ? this._pool.total : null);
     const asked = ++this._checks;
     let outlook: Outlook = null;
-    if (built.request) {
-      try {
-        outlook = { check: await api.check(requestToCheck(built.request)) };
-      } catch (error) {
-        outlook = { refused: errorText(error) };
-      }
+    try {
+      const check = this._checkRequest();
+      outlook = check ? { check: await check } : null;
+    } catch (error) {
+      outlook = { refused: errorText(error) };
     }
     if (asked === this._checks && !this.isDisposed) {
       this._outlook = outlook; // only the answer to the latest request

@@ -240,6 +240,7 @@ def test_an_impossible_deadline_shows_the_servers_message_and_the_dialog_stays_o
     expect(dialog.locator('input[name="deadline"]')).to_have_value("")
     expect(dialog.locator('input[name="param-n"]')).to_have_value("7")
     dialog.locator('input[name="gpus"]').fill("0")
+    expect(dialog.locator(".e31-SubmitForm-forecast")).to_have_text(re.compile(r"^Would start now"))  # the server's check
     dialog.locator(".jp-Dialog-button.jp-mod-accept").click()
     expect(dialog).to_have_count(0)
     expect(job_row(page, "deadline")).to_have_count(2)
