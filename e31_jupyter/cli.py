@@ -90,9 +90,10 @@ def describe(job: dict) -> str:
     if state == "running":
         text = "running on GPU " + ",".join(job["gpus"]) if job.get("gpus") else "running"
         progress = job.get("progress") or {}
-        if progress.get("cells_total"):
-            text += f" ({progress['cells_done']}/{progress['cells_total']} cells)"
-        return text
+        details = [f"{progress['cells_done']}/{progress['cells_total']} cells"] if progress.get("cells_total") else []
+        if job.get("expected_end"):
+            details.append(f"expected to end {format_until(job['expected_end'])}")
+        return f"{text} ({', '.join(details)})" if details else text
     return f"{state}: {reason}" if reason and state != "succeeded" else state
 
 

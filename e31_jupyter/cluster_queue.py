@@ -18,14 +18,13 @@ from .backends import BackendStatus
 from .forecast import Forecast
 from .policy import Pending
 from .errors import Conflict, E31Error
-from .job import FINAL_STATES, JobSpec, JobState
+from .job import ACTIVE_STATES, FINAL_STATES, JobSpec, JobState
 from .queue import Caller, Queue
 
 log = logging.getLogger("e31")
 
 POLL_S = 1.0  # how often the scheduler's view is read (squeue costs the controller a little)
 HAND_OVER_S = 120.0  # a job still without a handle this long after submit lost its server mid-hand-over
-ACTIVE = (JobState.QUEUED.value, JobState.RUNNING.value)
 
 
 class ClusterQueue(Queue):
@@ -63,7 +62,7 @@ class ClusterQueue(Queue):
             raise Conflict(f"Job {job_id} has already ended ({job['state']}); there is nothing to cancel.")
         reason = f"cancelled by {caller.name}"
         if not job["handle"]:  # still being handed over: it is withdrawn once it has a handle
-            self.store.transition(job_id, ACTIVE, "cancelled", reason, self.clock(), finished_at=self.clock())
+            self.store.transition(job_id, ACTIVE_STATES, "cancelled", reason, self.clock(), finished_at=self.clock())
             return self.describe(self.store.get(job_id))
         self.store.update(job_id, stop_requested="cancel", reason=f"cancelling: {reason}")
         self.backend.cancel(job_id, json.loads(job["handle"]))
@@ -117,7 +116,7 @@ class ClusterQueue(Queue):
 
     async def _poll(self) -> None:
         try:
-            active = {job["id"]: job for job in self.store.jobs(ACTIVE)}
+            active = {job["id"]: job for job in self.store.jobs(ACTIVE_STATES)}
             handles = {i: json.loads(j["handle"]) for i, j in active.items() if j["handle"]}
             unhanded = [j for i, j in active.items() if i not in handles]
             if unhanded:
@@ -138,7 +137,7 @@ class ClusterQueue(Queue):
             self._poll_task = None
         for job_id, status in statuses.items():
             job = self.store.get(job_id)  # as it is now: a cancel may have come meanwhile
-            if job is not None and job["state"] in ACTIVE:
+            if job is not None and job["state"] in ACTIVE_STATES:
                 self._follow(job, status)
 
     def _find_unhanded(self, jobs: list[dict]) -> None:
@@ -166,7 +165,7 @@ class ClusterQueue(Queue):
         if status.state in FINAL_STATES:
             state, reason = self._final(job, status)
             self.store.transition(
-                job["id"], ACTIVE, state, reason, status.finished_at or self.clock(),
+                job["id"], ACTIVE_STATES, state, reason, status.finished_at or self.clock(),
                 finished_at=status.finished_at or self.clock(), result=self.result_of(job["id"]),
             )  # fmt: skip
         elif status.state == JobState.QUEUED.value and not job["stop_requested"] and (

@@ -30,7 +30,7 @@ class Forecast:
     """What the policy run forward expects of the jobs it looked at (job id -> time)."""
 
     starts: dict[str, float] = field(default_factory=dict)
-    ends: dict[str, float] = field(default_factory=dict)  # of started jobs whose run time is known
+    ends: dict[str, float] = field(default_factory=dict)  # of running and started jobs, where known
     expired: set[str] = field(default_factory=set)  # gave up on before they started: deadline out of reach
 
 
@@ -53,7 +53,7 @@ def run_forward(
     ends = [(end, next(order), r) for r in snap.running if (end := _expected_end(r, snap)) is not None]
     heapq.heapify(ends)
     running = {r.id: r for r in snap.running}
-    seen = Forecast()
+    seen = Forecast(ends={r.id: end for end, _, r in ends})
 
     def take_pass(now: float, queue: list[Pending]) -> list[Pending]:
         moment = replace(snap, now=now, cluster=cluster, running=list(running.values()))

@@ -30,6 +30,7 @@ class JobState(str, Enum):
 
 
 FINAL_STATES = tuple(s.value for s in JobState if s.is_final)
+ACTIVE_STATES = (JobState.QUEUED.value, JobState.RUNNING.value)
 REPORT_FORMATS = ("html",)
 PAGE_SIZE = 200  # jobs a list answers with at once, unless asked for another number
 MAX_PAGE_SIZE = 1000

@@ -30,6 +30,7 @@ from . import gpus as gpu_inventory
 from . import meter, policy
 from .errors import Conflict, E31Error, InvalidRequest, NotFound
 from .job import (
+    ACTIVE_STATES,
     MAX_IDS,
     MAX_PAGE_SIZE,
     PAGE_SIZE,
@@ -454,7 +455,7 @@ class Queue:
             "state": job["state"],
             "reason": job["reason"],
             "queue_position": (positions or {}).get(job["id"]),
-            **_outlook_view(job["id"], self.forecast() if job["state"] == JobState.QUEUED.value else Forecast()),
+            **self._outlook(job),
             "request": _request_view(job),
             "gpus": job["granted"],
             "meter": self._meter(job),
@@ -476,6 +477,11 @@ class Queue:
             "values": result.get("values", []),
             "fingerprint": job["fingerprint"],
         }
+
+    def _outlook(self, job: dict) -> dict:
+        if job["state"] not in ACTIVE_STATES:
+            return _outlook_view(job["id"], Forecast(), queued=False)
+        return _outlook_view(job["id"], self.forecast(), queued=job["state"] == JobState.QUEUED.value)
 
     def _meter(self, job: dict) -> dict:
         seconds = meter.gpu_seconds(job, self.clock())
@@ -694,12 +700,13 @@ def _record_fields(job_id: str, caller: Caller, spec: JobSpec, body: dict, now: 
     }  # fmt: skip
 
 
-def _outlook_view(job_id: str, forecast: Forecast) -> dict:
-    """What the forecast expects of a queued job, as the API shows it."""
+def _outlook_view(job_id: str, forecast: Forecast, queued: bool = True) -> dict:
+    """What the forecast expects of a queued job, or of a running one (only its end), as the
+    API shows it."""
     return {
-        "expected_start": iso(forecast.starts.get(job_id)),
+        "expected_start": iso(forecast.starts.get(job_id)) if queued else None,
         "expected_end": iso(forecast.ends.get(job_id)),
-        "expected_to_expire": job_id in forecast.expired,
+        "expected_to_expire": queued and job_id in forecast.expired,
     }
 
 

@@ -111,6 +111,7 @@ def test_describe_says_where_the_job_is():
     assert describe(job(state="running", gpus=["0", "1"], progress={"cells_done": 3, "cells_total": 10})) == (
         "running on GPU 0,1 (3/10 cells)"
     )
+    assert describe(job(state="running", gpus=["0"], expected_end=later)) == "running on GPU 0 (expected to end in 2h)"
     assert describe(job(state="failed", reason="exit status 1")) == "failed: exit status 1"
     assert describe(job(state="succeeded", reason="exit status 0")) == "succeeded"
 

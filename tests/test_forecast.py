@@ -99,9 +99,10 @@ def test_a_job_whose_deadline_passes_before_its_turn_gets_no_start():
     snap = _snapshot(1, [Running("r", 1, NOW, 7200.0, (0,), 7200.0)])
     queued = [Pending("late", 1, NOW, 600.0, 600.0, NOW + 3600), Pending("fine", 1, NOW, 600.0, 600.0, None)]
     assert _forecast(queued, snap) == {"fine": NOW + 7200}
-    # Run forward, it is the one given up on; the other one's end is known from its run time.
+    # Run forward, it is the one given up on; the ends of the running job and of the one that
+    # starts after it are known from their run times.
     seen = run_forward(E31.walk, E31.order(queued, snap), snap)
-    assert seen.expired == {"late"} and seen.ends == {"fine": NOW + 7200 + 600}
+    assert seen.expired == {"late"} and seen.ends == {"r": NOW + 7200, "fine": NOW + 7200 + 600}
 
 
 def test_only_the_head_of_a_long_line_is_forecast():

@@ -100,7 +100,8 @@ def test_queued_jobs_show_when_they_are_expected_to_start(client, gated):
     started = ts(blocker["started_at"])
     assert ts(expected(first)) == pytest.approx(started + 7200, abs=0.01)  # when the blocker expects to end
     assert ts(expected(second)) == pytest.approx(started + 7200 + 3600, abs=0.01)  # then after the first
-    assert client.job(blocker["id"])["expected_start"] is None  # running: no forecast
+    assert client.job(blocker["id"])["expected_start"] is None  # running: no start to forecast
+    assert ts(client.job(blocker["id"])["expected_end"]) == pytest.approx(started + 7200, abs=0.01)  # but an end
     assert ts(client.job(first["id"])["expected_end"]) == pytest.approx(started + 7200 + 3600, abs=0.01)
     # A deadline that falls before the blocker's expected end: it goes first in line, and it is
     # expected to expire rather than start.

@@ -42,6 +42,14 @@ def test_a_queued_job_says_when_it_is_expected_to_start():
     )
 
 
+def test_a_running_job_says_when_it_is_expected_to_end():
+    started = (datetime.now(timezone.utc) - timedelta(minutes=5)).isoformat()
+    end = (datetime.now(timezone.utc) + timedelta(minutes=40, seconds=10)).isoformat()
+    job = {"state": "running", "gpus": ["0"], "started_at": started, "meter": {"gpu_hours": 0.1}}
+    assert widgets.status_line({**job, "expected_end": end}).endswith(" · expected to end in 40m")
+    assert "expected" not in widgets.status_line(job)
+
+
 def test_meter_formatting():
     meter = {"gpu_seconds": 5400, "gpu_hours": 1.5, "cost": 3.75, "currency": "EUR"}
     assert widgets.format_meter(meter) == "1.5000 GPU-hours · 3.75 EUR"
