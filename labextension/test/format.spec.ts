@@ -136,6 +136,17 @@ describe('format', () => {
     ).toBe('cell 3 of 5 · 5m');
     expect(
       jobSummary(
+        job({
+          state: 'running',
+          started_at: '2024-06-03T08:05:00Z',
+          expected_end: '2024-06-03T08:50:20Z',
+          progress: { cells_done: 2, cells_total: 5 }
+        }),
+        now
+      )
+    ).toBe('cell 3 of 5 · 5m · ends in 40m');
+    expect(
+      jobSummary(
         job({ state: 'succeeded', started_at: '2024-06-03T08:05:00Z', finished_at: '2024-06-03T08:07:30Z' }),
         now
       )

@@ -178,7 +178,8 @@ export function jobSummary(job: IJob, now: number = Date.now()): string {
     case 'running': {
       const { cells_done, cells_total } = job.progress;
       const cells = cells_total ? `cell ${Math.min(cells_done + 1, cells_total)} of ${cells_total}` : 'starting';
-      return `${cells} · ${formatDuration(secondsBetween(job.started_at, null, now))}`;
+      const ends = job.expected_end ? ` · ends ${formatUntil(job.expected_end, new Date(now))}` : '';
+      return `${cells} · ${formatDuration(secondsBetween(job.started_at, null, now))}${ends}`;
     }
     case 'expired':
       return job.reason || 'the deadline could not be met';

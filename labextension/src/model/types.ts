@@ -53,7 +53,7 @@ export interface IJob {
   queue_position: number | null;
   /** When a queued job is expected to start (the policy run forward); null when not forecast. */
   expected_start?: string | null;
-  /** When a queued job is expected to end; null when its start or run time is not known. */
+  /** When a queued or running job is expected to end; null when not known. */
   expected_end?: string | null;
   /** Whether the forecast expects the queue to give up on it before it starts (deadline out of reach). */
   expected_to_expire?: boolean;

@@ -15,6 +15,7 @@ import {
   formatDuration,
   formatGpuHours,
   formatTimestamp,
+  formatUntil,
   secondsBetween
 } from '../model/format';
 import { liveGpuHours } from '../model/meter';
@@ -160,7 +161,10 @@ function DetailView(props: { model: JobDetailModel; actions: IDetailActions }): 
             <dt>Devices</dt>
             <dd>
               {job.gpus.length
-                ? `GPU${job.gpus.length === 1 ? '' : 's'} ${job.gpus.join(', ')}`
+                ? `GPU${job.gpus.length === 1 ? '' : 's'} ${job.gpus.join(', ')}` +
+                  (job.state === 'running' && job.expected_end
+                    ? ` · expected to end ${formatUntil(job.expected_end)}`
+                    : '')
                 : job.state === 'queued'
                   ? [`waiting · #${job.queue_position ?? '?'} in queue`, expectedWords(job)]
                       .filter(Boolean)
