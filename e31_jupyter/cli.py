@@ -91,8 +91,7 @@ def describe(job: dict) -> str:
         text = "running on GPU " + ",".join(job["gpus"]) if job.get("gpus") else "running"
         progress = job.get("progress") or {}
         details = [f"{progress['cells_done']}/{progress['cells_total']} cells"] if progress.get("cells_total") else []
-        if job.get("expected_end"):
-            details.append(f"expected to end {format_until(job['expected_end'])}")
+        details += format_outlook(job)
         return f"{text} ({', '.join(details)})" if details else text
     return f"{state}: {reason}" if reason and state != "succeeded" else state
 

@@ -15,10 +15,10 @@ import logging
 import time
 
 from .backends import BackendStatus
-from .forecast import Forecast
-from .policy import Pending
 from .errors import Conflict, E31Error
+from .forecast import Forecast
 from .job import ACTIVE_STATES, FINAL_STATES, JobSpec, JobState
+from .policy import Pending
 from .queue import Caller, Queue
 
 log = logging.getLogger("e31")

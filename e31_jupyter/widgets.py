@@ -23,7 +23,7 @@ from IPython.display import HTML, display, publish_display_data
 
 from .client import FINAL_STATES, E31Client
 from .packaging import CELL_TAG
-from .text import format_age, format_outlook, format_seconds, format_size, format_until, ordinal
+from .text import format_age, format_outlook, format_seconds, format_size, ordinal
 
 POLL_FAST_S, POLL_SLOW_S = 0.5, 5.0
 JOBS_SHOWN = 50  # the newest jobs the jobs widget lists
@@ -70,7 +70,7 @@ def status_line(job: dict, pool: dict | None = None) -> str:
     if state == "running":
         gpus = ", ".join(job["gpus"]) or "none"
         text = f"GPUs {gpus} · running for {format_seconds(_elapsed(job))} · {format_meter(job['meter'])}"
-        return text + (f" · expected to end {format_until(job['expected_end'])}" if job.get("expected_end") else "")
+        return text + "".join(f" · {words}" for words in format_outlook(job))
     ended = job.get("finished_at")
     when = datetime.fromisoformat(ended).astimezone().strftime("%Y-%m-%d %H:%M") if ended else "-"
     return f"{format_meter(job['meter'])} · ended {when}"

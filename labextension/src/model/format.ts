@@ -190,8 +190,14 @@ export function jobSummary(job: IJob, now: number = Date.now()): string {
   }
 }
 
-/** What the forecast expects of a queued job: "expected to start in 1h, to end in 1h 30m". */
+/**
+ * What the forecast expects of a queued job: "expected to start in 1h, to end in 1h 30m"; of a
+ * running one: "expected to end in 40m".
+ */
 export function expectedWords(job: IJob, now: Date = new Date()): string {
+  if (job.state === 'running') {
+    return job.expected_end ? `expected to end ${formatUntil(job.expected_end, now)}` : '';
+  }
   if (job.expected_to_expire) {
     return 'expected to expire: its deadline is out of reach';
   }

@@ -15,7 +15,6 @@ import {
   formatDuration,
   formatGpuHours,
   formatTimestamp,
-  formatUntil,
   secondsBetween
 } from '../model/format';
 import { liveGpuHours } from '../model/meter';
@@ -160,16 +159,16 @@ function DetailView(props: { model: JobDetailModel; actions: IDetailActions }): 
           <dl>
             <dt>Devices</dt>
             <dd>
-              {job.gpus.length
-                ? `GPU${job.gpus.length === 1 ? '' : 's'} ${job.gpus.join(', ')}` +
-                  (job.state === 'running' && job.expected_end
-                    ? ` · expected to end ${formatUntil(job.expected_end)}`
-                    : '')
-                : job.state === 'queued'
-                  ? [`waiting · #${job.queue_position ?? '?'} in queue`, expectedWords(job)]
-                      .filter(Boolean)
-                      .join(' · ')
-                  : 'none'}
+              {job.gpus.length || job.state === 'queued'
+                ? [
+                    job.gpus.length
+                      ? `GPU${job.gpus.length === 1 ? '' : 's'} ${job.gpus.join(', ')}`
+                      : `waiting · #${job.queue_position ?? '?'} in queue`,
+                    expectedWords(job)
+                  ]
+                    .filter(Boolean)
+                    .join(' · ')
+                : 'none'}
             </dd>
             <dt>Meter</dt>
             <dd className="e31-Detail-meter">{formatGpuHours(hours)}</dd>
