@@ -97,10 +97,8 @@ def _expected_end(job: Running, snap: Snapshot) -> float | None:
 
 def _expected_hold(job: Pending, snap: Snapshot) -> float | None:
     """How long a job the forecast starts holds its GPUs; None when nothing says."""
-    if job.estimate:
-        return expected_runtime(job, snap)
-    runtime = snap.runtimes.runtime_so_far(job.team, 0.0, 0.0, 0.5)
-    return None if runtime is None else min(runtime, job.max_runtime)
+    hold = expected_runtime(job, snap)
+    return hold if hold or job.estimate else None
 
 
 def _release_next(ends: list, running: dict[str, Running], cluster: Cluster) -> float:

@@ -229,7 +229,12 @@ class RuntimeModel:
         """The q-quantile of the job's run time: ``declared_s`` x the team's ratios of actual /
         declared, keeping those whose run time lies in the learned range of actual / deadline
         window (all of them when the job has no deadline, or fewer than ``min_samples`` agree).
+        A job that declared nothing (``declared_s`` 0) goes by the run times of finished jobs that
+        declared nothing either; 0 while there are none.
         Called for every waiting job on every pass, so it is a few lookups and two bisections."""
+        if declared_s <= 0:
+            durations = self._undeclared_durations(team)
+            return quantile(durations, q) if durations else 0.0
         ratios, bounds = self._learned(team)
         if not ratios:
             return declared_s
@@ -623,9 +628,10 @@ E31_GIVE_UP = 0.5  # a waiting job expires when it would miss even if it took th
 def expected_runtime(job: Pending, snap: Snapshot, q: float = 0.5) -> float:
     """What the job will take (with probability ``q``): what it declared, scaled by the q-quantile
     of actual / declared over its team's finished jobs whose ratio is consistent with the job's
-    deadline window (``RuntimeModel.runtime``). 0 when it declared nothing."""
+    deadline window (``RuntimeModel.runtime``); one that declared nothing, by what finished jobs
+    that declared nothing took. Never more than its limit; 0 when nothing says."""
     window = job.deadline - job.submitted_at if job.deadline is not None else None
-    return snap.runtimes.runtime(job.team, job.estimate, window, q)
+    return min(snap.runtimes.runtime(job.team, job.estimate, window, q), job.max_runtime)
 
 
 def e31_priority(job: Pending, snap: Snapshot) -> tuple:
@@ -687,8 +693,17 @@ def e31_walk(ordered: Sequence[Pending], snap: Snapshot) -> Decision:
     return walk(
         ordered,
         snap,
-        hopeless=lambda job: _late(job, now, expected_runtime(job, snap, E31_GIVE_UP), "as its team's finished jobs suggest"),
+        hopeless=lambda job: _late(job, now, expected_runtime(job, snap, E31_GIVE_UP), _learned_from(job)),
         may_start=may_start,
+    )
+
+
+def _learned_from(job: Pending) -> str:
+    if job.estimate:
+        return "as its team's finished jobs suggest"
+    return (
+        "as jobs that declared no run time took here; give it an expected run time "
+        "(--expected-runtime) to be judged by that instead"
     )
 
 

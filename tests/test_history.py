@@ -5,20 +5,22 @@ from __future__ import annotations
 
 import pytest
 
-from e31_jupyter.history import HISTORY_HALF_LIVES, History
-from e31_jupyter.policy import FAIR_SHARE_HALF_LIFE_S, decayed
+from e31_jupyter.history import HISTORY_HALF_LIVES, History, pending
+from e31_jupyter.policy import FAIR_SHARE_HALF_LIFE_S, decayed, expected_runtime
 from e31_jupyter.store import Store
 
 NOW = 1_800_000_000.0
 GPUS = [str(i) for i in range(8)]
 
 
-def _submit(store: Store, job_id: str, team: str, at: float, declared_s: float = 3600.0, deadline: float | None = None):
+def _submit(
+    store: Store, job_id: str, team: str, at: float, declared_s: float = 3600.0, deadline: float | None = None, given=True
+):
     store.insert_job(
         {
             "id": job_id, "owner": "ann", "name": job_id, "team": team, "state": "queued",
             "gpus_requested": 2, "max_runtime_s": declared_s, "expected_runtime_s": None,
-            "max_runtime_given": 1, "deadline": deadline, "submitted_at": at,
+            "max_runtime_given": int(given), "deadline": deadline, "submitted_at": at,
         },  # fmt: skip
         "submitted",
     )
@@ -69,6 +71,18 @@ def test_run_times_are_learned_from_jobs_that_succeeded_only(stores):
     _run(ours, "bad", NOW - 4000, NOW - 4000 + 3600 * 0.99, state="failed")
     history.snapshot(NOW, GPUS, [])
     assert history.runtimes.ratio("vision", 0.99) == pytest.approx(0.5)
+
+
+def test_a_job_that_declared_nothing_is_expected_to_take_what_such_jobs_took(stores):
+    ours, _ = stores
+    history = History(ours, machine_gpus=8)
+    for i in range(21):  # limits left at the server's default: nothing declared
+        _submit(ours, f"u{i}", "vision", NOW - 9000, declared_s=86400.0, given=False)
+        _run(ours, f"u{i}", NOW - 8000, NOW - 8000 + 600 * (1 + i % 3))  # 10, 20 or 30 minutes
+    _submit(ours, "next", "vision", NOW - 10, declared_s=86400.0, given=False)
+    snap = history.snapshot(NOW, GPUS, [])
+    (waiting,) = [pending(job) for job in ours.jobs(("queued",), brief=True)]
+    assert waiting.estimate == 0 and expected_runtime(waiting, snap) == 1200.0
 
 
 def test_a_restarted_scheduler_reads_only_the_recent_past_then_only_what_is_new(stores):

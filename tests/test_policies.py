@@ -227,6 +227,27 @@ def test_a_job_without_a_declared_run_time_waits_until_its_deadline_passes():
     assert expired(decide("e31", [passed], snapshot([0], busy))) == ["unknown"]
 
 
+def _undeclared_took(seconds: float, jobs: int = 20) -> RuntimeModel:
+    """What finished jobs that declared no run time took, here: ``seconds`` each."""
+    runtimes = RuntimeModel()
+    for _ in range(jobs):
+        runtimes.observe("t", 0.0, seconds)
+    return runtimes
+
+
+def test_e31_judges_an_undeclared_job_by_what_undeclared_jobs_took():
+    busy = [Running("r", 8, NOW - 10, 1000, (0,))]
+    job = pending("unknown", max_runtime=86400, estimate=0, deadline=NOW + 600, team="t")
+    waits = decide("e31", [job], snapshot([0], busy, runtimes=_undeclared_took(300)))
+    assert waits.start == [] and waits.expire == []
+    late = decide("e31", [job], snapshot([0], busy, runtimes=_undeclared_took(3600)))
+    assert expired(late) == ["unknown"]
+    assert "declared no run time" in late.expire[0][1] and "--expected-runtime" in late.expire[0][1]
+    # what it took is never more than the job's own limit
+    capped = pending("capped", max_runtime=500, estimate=0, deadline=NOW + 600, team="t")
+    assert decide("e31", [capped], snapshot([0], busy, runtimes=_undeclared_took(3600))).expire == []
+
+
 # -- e31: the lane, fair share, big jobs first -------------------------------------------------------
 
 
@@ -247,6 +268,16 @@ def test_e31_lets_short_and_urgent_jobs_into_the_lane():
     short = pending("short", max_runtime=1800, deadline=NOW + 24 * 3600)
     urgent = pending("urgent", max_runtime=8 * 3600, deadline=NOW + 8 * 3600 + 600)
     assert sorted(decide("e31", [short, urgent], _lane_case()).start) == ["short", "urgent"]
+
+
+def test_e31_keeps_the_lane_from_an_undeclared_job_once_undeclared_jobs_ran_long():
+    job = pending("unknown", max_runtime=86400, estimate=0, team="t")
+    assert decide("e31", [job], _lane_case()).start == ["unknown"]  # nothing says it is long
+    snap = _lane_case()
+    snap.runtimes = _undeclared_took(8 * 3600)
+    assert decide("e31", [job], snap).start == []
+    snap.runtimes = _undeclared_took(600)
+    assert decide("e31", [job], snap).start == ["unknown"]
 
 
 def _short_bursts(hours: int, gpus_per_hour: int, busiest: int = 0) -> ShortDemand:
