@@ -33,13 +33,16 @@ def format_age(iso: str | None, now: datetime | None = None) -> str | None:
 
 
 def format_until(iso: str | None, now: datetime | None = None) -> str | None:
-    """How long until an ISO time, to the minute: 'in 1h30m', or 'now' once it has come (None for
-    no time). For forecasts, which are not to the second."""
+    """How long until an ISO time, to the minute: 'in 1h30m', 'in under a minute', or 'now' once
+    it has come (None for no time). For forecasts, which are not to the second."""
     if not iso:
         return None
     now = now or datetime.now(timezone.utc)
-    minutes = round((parse_time(iso) - now).total_seconds() / 60)
-    return f"in {format_seconds(minutes * 60)}" if minutes >= 1 else "now"
+    seconds = (parse_time(iso) - now).total_seconds()
+    if seconds <= 0:
+        return "now"
+    minutes = round(seconds / 60)
+    return f"in {format_seconds(minutes * 60)}" if minutes >= 1 else "in under a minute"
 
 
 def format_outlook(job: dict, now: datetime | None = None) -> list[str]:

@@ -84,6 +84,7 @@ def test_format_seconds(seconds, text):
 def test_format_until_counts_down_to_a_time_and_then_says_now():
     now = datetime(2024, 1, 1, 10, 0, tzinfo=timezone.utc)
     assert format_until("2024-01-01T12:30:00+00:00", now) == "in 2h30m"
+    assert format_until("2024-01-01T10:00:20+00:00", now) == "in under a minute"
     assert format_until("2024-01-01T09:00:00+00:00", now) == "now"
     assert format_until(None, now) is None
 

@@ -59,7 +59,7 @@ describe('format', () => {
   it('says how long until a forecast start, to the minute', () => {
     const now = new Date('2024-06-03T08:00:00Z');
     expect(formatUntil('2024-06-03T09:30:20Z', now)).toBe('in 1h 30m');
-    expect(formatUntil('2024-06-03T08:00:20Z', now)).toBe('now');
+    expect(formatUntil('2024-06-03T08:00:20Z', now)).toBe('in under a minute');
     expect(formatUntil('2024-06-03T07:00:00Z', now)).toBe('now');
     expect(formatUntil(null, now)).toBe('—');
   });

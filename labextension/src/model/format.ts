@@ -112,14 +112,21 @@ export function formatTime(iso: string | null, now: Date = new Date()): string {
   return `${t.getFullYear()}-${pad(t.getMonth() + 1)}-${pad(t.getDate())} ${hm}`;
 }
 
-/** How long until a forecast time, to the minute: "in 1h 30m", or "now" once it has come. */
+/**
+ * How long until a forecast time, to the minute: "in 1h 30m", "in under a minute", or "now" once
+ * it has come.
+ */
 export function formatUntil(iso: string | null, now: Date = new Date()): string {
   const t = parseTime(iso);
   if (!(t instanceof Date)) {
     return t;
   }
-  const minutes = Math.round((t.getTime() - now.getTime()) / 60000);
-  return minutes >= 1 ? `in ${formatDuration(minutes * 60)}` : 'now';
+  const seconds = (t.getTime() - now.getTime()) / 1000;
+  if (seconds <= 0) {
+    return 'now';
+  }
+  const minutes = Math.round(seconds / 60);
+  return minutes >= 1 ? `in ${formatDuration(minutes * 60)}` : 'in under a minute';
 }
 
 /** Full local date and time with seconds, for tooltips and the timeline. */
