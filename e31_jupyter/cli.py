@@ -14,6 +14,7 @@ from .errors import E31Error
 from .text import format_age, format_outlook, format_seconds, format_until, parse_time  # noqa: F401 (parse_time: used by tests)
 
 STATES = ("queued", "running", "succeeded", "failed", "cancelled", "expired")
+JOB_HELP = "a job's id, or enough of it to be unique (its part after the dash will do), or `last`: your newest job"
 LAUNCHERS = ("lab", "serve")
 
 
@@ -242,20 +243,21 @@ def cmd_jobs(client: E31Client, args) -> int:
 
 
 def cmd_status(client: E31Client, args) -> int:
-    job = client.job(args.job)
+    job = client.job(client.resolve(args.job))
     print(as_json(job) if args.json else format_job(job))
     return 0
 
 
 def cmd_logs(client: E31Client, args) -> int:
+    job_id = client.resolve(args.job)
     if args.tail is not None:
-        text = client.log_tail(args.job, args.tail)
+        text = client.log_tail(job_id, args.tail)
         if text:
             print(text.rstrip("\n"))
         return 0
     offset = 0
     while True:
-        chunk = client.log(args.job, offset)
+        chunk = client.log(job_id, offset)
         sys.stdout.write(chunk["text"])
         sys.stdout.flush()
         offset = chunk["offset"]
@@ -266,14 +268,15 @@ def cmd_logs(client: E31Client, args) -> int:
 
 
 def cmd_cancel(client: E31Client, args) -> int:
-    job = client.cancel(args.job)
+    job = client.cancel(client.resolve(args.job))
     print(f"{job['id']}  {describe(job)}")
     return 0
 
 
 def cmd_collect(client: E31Client, args) -> int:
-    folder = client.collect(args.job, args.to or f"e31-{args.job}")
-    print(f"Collected job {args.job} into {folder}")
+    job_id = client.resolve(args.job)
+    folder = client.collect(job_id, args.to or f"e31-{job_id}")
+    print(f"Collected job {job_id} into {folder}")
     return 0
 
 
@@ -402,20 +405,20 @@ def build_parser() -> argparse.ArgumentParser:
     json_flag(jobs)
 
     status = command("status", cmd_status, "show one job")
-    status.add_argument("job", metavar="JOB")
+    status.add_argument("job", metavar="JOB", help=JOB_HELP)
     json_flag(status)
 
     logs = command("logs", cmd_logs, "print a job's log")
-    logs.add_argument("job", metavar="JOB")
+    logs.add_argument("job", metavar="JOB", help=JOB_HELP)
     follow = logs.add_mutually_exclusive_group()
     follow.add_argument("-f", "--follow", action="store_true", help="keep printing until the job ends")
     follow.add_argument("--tail", type=int, metavar="N", help="only the last N lines")
 
     cancel = command("cancel", cmd_cancel, "cancel a job")
-    cancel.add_argument("job", metavar="JOB")
+    cancel.add_argument("job", metavar="JOB", help=JOB_HELP)
 
     collect = command("collect", cmd_collect, "download a finished job's notebook, report and files")
-    collect.add_argument("job", metavar="JOB")
+    collect.add_argument("job", metavar="JOB", help=JOB_HELP)
     collect.add_argument("--to", metavar="DIR", help="where to write (default ./e31-JOB)")
 
     meter = command("meter", cmd_meter, "GPU-hours and cost by user and team (default: last 7 days)")

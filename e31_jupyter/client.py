@@ -20,6 +20,9 @@ TIMEOUT = (5, 60)  # seconds: (connect, read between bytes)
 PROBE_TIMEOUT = (2, 5)
 MAX_POLL_S = 1.0  # a finished job is noticed within a second; a GET costs the server little
 ERRORS_BY_STATUS = {400: InvalidRequest, 404: NotFound, 409: Conflict}
+JOB_ID = re.compile(r"\d{6}-[0-9a-f]{8}")  # as the queue makes them: submit date, then 8 hex digits
+SHORTEST_REF = 4  # characters of an id that name a job
+LAST = "last"  # names your newest job
 NO_SERVER_HINT = (
     "Start one with `e31 lab` or `e31 serve`, "
     "or point to one with E31_URL and E31_TOKEN (or --url and --token)."
@@ -112,6 +115,25 @@ class E31Client:
                 break
             params["before"] = page["next"]
         return found
+
+    def resolve(self, ref: str) -> str:
+        """The id of the job ``ref`` names: a whole id; ``last``, your newest job; or the start of
+        an id, or of its part after the dash, that one job alone has (``b90c`` for
+        ``261201-b90c4400``)."""
+        ref = ref.strip().lower()
+        if JOB_ID.fullmatch(ref):
+            return ref
+        if ref == LAST:
+            newest = self.jobs(limit=1)
+            if not newest:
+                raise NotFound("There are no jobs yet, so `last` names none. Submit one first.")
+            return newest[0]["id"]
+        if len(ref) < SHORTEST_REF:
+            raise InvalidRequest(
+                f"'{ref}' is too short to name a job: give at least {SHORTEST_REF} characters of its "
+                f"id, or `{LAST}` for your newest job."
+            )
+        return _only_match(ref, [job for job in self.jobs() if _starts(job["id"], ref)])
 
     def job(self, job_id: str) -> dict:
         return self._json("GET", f"jobs/{quote(job_id)}")
@@ -221,6 +243,20 @@ class E31Client:
         for path, destination in targets:
             self.save_file(job_id, path, destination)
         return root
+
+
+def _starts(job_id: str, ref: str) -> bool:
+    return job_id.startswith(ref) or job_id.partition("-")[2].startswith(ref)
+
+
+def _only_match(ref: str, jobs: list[dict]) -> str:
+    if len(jobs) == 1:
+        return jobs[0]["id"]
+    if not jobs:
+        raise NotFound(f"No job's id starts with '{ref}'. List your jobs with `e31 jobs`.")
+    named = ", ".join(f"{job['id']} ({job['name']})" for job in jobs[:5])
+    more = f" and {len(jobs) - 5} more" if len(jobs) > 5 else ""
+    raise InvalidRequest(f"'{ref}' could be any of {len(jobs)} jobs: {named}{more}. Give more of the id.")
 
 
 def safe_destination(root: Path, relative: str) -> Path:

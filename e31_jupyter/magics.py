@@ -208,14 +208,14 @@ class E31Magics(Magics):
         command, rest = argv[0], argv[1:]
         if command == "collect":
             parser = _Parser(prog="%e31 collect")
-            parser.add_argument("job", metavar="JOB")
+            parser.add_argument("job", metavar="JOB", help=cli.JOB_HELP)
             parser.add_argument("--to", metavar="DIR", help=f"where files go (default {self.outputs_dir}/NAME)")
             args = parser.parse_args(rest)
-            return self.collect(args.job, args.to)
+            return self.collect(self.client.resolve(args.job), args.to)
         if command == "wait":
             parser = _Parser(prog="%e31 wait")
-            parser.add_argument("job", metavar="JOB")
-            job = self.client.wait(parser.parse_args(rest).job)
+            parser.add_argument("job", metavar="JOB", help=cli.JOB_HELP)
+            job = self.client.wait(self.client.resolve(parser.parse_args(rest).job))
             self.show(job)
             return job
         if command == "submit-notebook":
@@ -223,7 +223,7 @@ class E31Magics(Magics):
         if command == "jobs" and not rest:
             return widgets.show_jobs(self.client)
         if command == "status" and len(rest) == 1:
-            return self.show(self.client.job(rest[0]))
+            return self.show(self.client.job(self.client.resolve(rest[0])))
         args = _cli_args([command, *rest])
         args.run(self.client, args)
 

@@ -170,6 +170,25 @@ def test_status_shows_the_job_and_its_history(e31, trained):
     assert "history:" in out and "running -> succeeded" in out
 
 
+def test_a_job_is_named_by_enough_of_its_id_or_as_the_newest(e31, client, gated, trained):
+    for ref in (trained.split("-")[1][:4], trained[:11], trained.upper()):
+        code, out, err = e31("status", ref)
+        assert code == 0 and f"job:       {trained}" in out.splitlines(), (ref, err)
+    newest = wait_state(client, gated.submit(client, "newest", gpus=1)["id"], "running")
+    assert json.loads(e31("status", "last", "--json")[1])["id"] == newest["id"]
+    assert e31("logs", "last", "--tail", 1)[0] == 0
+    together = os.path.commonprefix([trained, newest["id"]])  # the date, at least
+    assert_one_line_error(*e31("status", together), f"'{together}' could be any of 2 jobs", newest["id"], trained)
+    assert_one_line_error(*e31("cancel", "ab"), "too short", "`last`")
+    code, out, _ = e31("cancel", "last")
+    assert code == 0 and out.startswith(f"{newest['id']}  ")
+    assert wait_state(client, newest["id"], "cancelled", "succeeded", timeout=30)["state"] == "cancelled"
+
+
+def test_last_before_any_job_is_a_clear_error(e31):
+    assert_one_line_error(*e31("status", "last"), "no jobs yet")
+
+
 def test_logs_print_the_jobs_log_and_its_tail(e31, trained):
     code, out, _ = e31("logs", trained)
     assert code == 0

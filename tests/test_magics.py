@@ -174,9 +174,10 @@ def test_line_commands(kernel, client, gated):
     assert any("application/vnd.jupyter.widget-view+json" in d and "JobsWidget" in d["text/plain"] for d in listing)
     assert job["id"] in kernel.run("%e31 jobs --state running").stdout  # with options: the CLI's table
     assert "listed" in kernel.run(f"%e31 status {job['id']}").stdout
-    kernel.run(f"%e31 cancel {job['id']}")
+    assert "listed" in kernel.run("%e31 status last").stdout  # the newest job
+    kernel.run(f"%e31 cancel {job['id'].split('-')[1]}")  # enough of its id
     assert wait_state(client, job["id"], "cancelled")["state"] == "cancelled"
-    assert "No job 'nope'" in kernel.run("%e31 status nope").stderr
+    assert "No job's id starts with 'nope'" in kernel.run("%e31 status nope").stderr
     assert "Usage" in kernel.run("%e31 frobnicate").stderr
 
 
