@@ -47,12 +47,17 @@ def positive_int(text: str) -> int:
 
 def submit_body(args: argparse.Namespace) -> dict:
     """The submit request for ``e31 submit`` arguments; local paths made absolute."""
-    body = {"path": os.path.abspath(args.notebook)}
-    if args.parameters:
-        body["parameters"] = {name: parameter_value(value) for name, value in args.parameters}
+    body = {"path": os.path.abspath(args.notebook), **request_changes(args)}
     if args.data:
         body["data"] = [os.path.abspath(path) for path in args.data]
-    optional = {
+    container = {"image": args.image, "memory": args.memory, "cpus": args.cpus}
+    body.update({key: value for key, value in container.items() if value is not None})
+    return body
+
+
+def request_changes(args: argparse.Namespace) -> dict:
+    """What ``request_options`` were given: for a submit, or the changes of a resubmit."""
+    given = {
         "gpus": args.gpus,
         "max_runtime": args.max_runtime,
         "expected_runtime": args.expected_runtime,
@@ -61,12 +66,10 @@ def submit_body(args: argparse.Namespace) -> dict:
         "team": args.team,
         "outputs": args.outputs,
         "reports": args.reports,
-        "image": args.image,
-        "memory": args.memory,
-        "cpus": args.cpus,
     }
-    body.update({key: value for key, value in optional.items() if value is not None})
-    return body
+    if args.parameters:
+        given["parameters"] = {name: parameter_value(value) for name, value in args.parameters}
+    return {key: value for key, value in given.items() if value is not None}
 
 
 # -- formatting -------------------------------------------------------------------------------
@@ -188,8 +191,19 @@ def as_json(value) -> str:
 
 def cmd_submit(client: E31Client, args) -> int:
     if args.check:
-        return _check(client, args)
-    job = client.submit(**submit_body(args))
+        return _print_check(client.check(**submit_body(args)), args)
+    return _follow_submitted(client, client.submit(**submit_body(args)), args)
+
+
+def cmd_resubmit(client: E31Client, args) -> int:
+    job_id = client.resolve(args.job)
+    if args.check:
+        return _print_check(client.check_resubmit(job_id, **request_changes(args)), args)
+    return _follow_submitted(client, client.resubmit(job_id, **request_changes(args)), args)
+
+
+def _follow_submitted(client: E31Client, job: dict, args) -> int:
+    """Say what was submitted; with --wait, follow it to its end (exit 0 only if it succeeded)."""
     print_warnings(job.get("warnings") or [])
     if not args.wait:
         print(as_json(job) if args.json else f"{job['id']}  {describe(job)}")
@@ -201,8 +215,7 @@ def cmd_submit(client: E31Client, args) -> int:
     return 0 if job["state"] == "succeeded" else 1
 
 
-def _check(client: E31Client, args) -> int:
-    check = client.check(**submit_body(args))
+def _print_check(check: dict, args) -> int:
     print_warnings(check["warnings"])
     print(as_json(check) if args.json else describe_check(check))
     return 0
@@ -338,6 +351,44 @@ def launch(command: str, extra: list[str]) -> int:
 # -- the command line -------------------------------------------------------------------------
 
 
+def request_options(parser: argparse.ArgumentParser, defaults: str = "") -> None:
+    """-p, --gpus, run times, --deadline, --name, --team, --output, --report; ``defaults`` says
+    where what is not given comes from, when not from the usual defaults."""
+
+    def default(usual: str = "") -> str:
+        return f"; default: {defaults or usual}" if defaults or usual else ""
+
+    parser.add_argument(
+        "-p", "--parameters", nargs=2, action="append", metavar=("NAME", "VALUE"),
+        help="a papermill parameter; VALUE typed as papermill does (int, float, True/False/None, str)",
+    )
+    parser.add_argument("--gpus", type=int, help=f"GPUs to hold{default('0')}")
+    parser.add_argument(
+        "--max-runtime", type=duration, metavar="DUR", help=f"stop it after this: 90m, 6h, 1d or seconds{default()}"
+    )
+    parser.add_argument("--expected-runtime", type=duration, metavar="DUR", help=f"how long it should take{default()}")
+    parser.add_argument("--deadline", metavar="WHEN", help="finish by: ISO 8601, +6h or 08:00")
+    parser.add_argument("--name", help=f"a name for the job{default()}")
+    parser.add_argument("--team", help=f"the team to charge{default()}")
+    parser.add_argument(
+        "--output", dest="outputs", action="append", metavar="GLOB",
+        help=f"files to collect (repeatable{default('all it wrote')})",
+    )
+    parser.add_argument(
+        "--report", dest="reports", action="append", metavar="FORMAT",
+        help=f"report format (repeatable{default('html')})",
+    )
+
+
+def wait_or_check(parser: argparse.ArgumentParser) -> None:
+    after = parser.add_mutually_exclusive_group()
+    after.add_argument("--wait", action="store_true", help="wait for the end; exit 0 only if it succeeded")
+    after.add_argument(
+        "--check", action="store_true",
+        help="submit nothing: say what the submit would refuse or warn of, and where the job would wait",
+    )
+
+
 def container_options(parser: argparse.ArgumentParser) -> None:
     """--image, --memory, --cpus: for queues that run jobs in containers (c.E31.backend = 'docker')."""
     parser.add_argument("--image", help="the container image to run in (default: the queue's)")
@@ -367,37 +418,23 @@ def build_parser() -> argparse.ArgumentParser:
 
     submit = command("submit", cmd_submit, "submit a notebook as a job")
     submit.add_argument("notebook", metavar="NOTEBOOK", help="path of the notebook")
-    submit.add_argument(
-        "-p", "--parameters", nargs=2, action="append", metavar=("NAME", "VALUE"),
-        help="a papermill parameter; VALUE typed as papermill does (int, float, True/False/None, str)",
-    )
-    submit.add_argument("--gpus", type=int, help="GPUs to hold (default 0)")
-    submit.add_argument(
-        "--max-runtime", type=duration, metavar="DUR", help="stop it after this: 90m, 6h, 1d or seconds"
-    )
-    submit.add_argument("--expected-runtime", type=duration, metavar="DUR", help="how long it should take")
-    submit.add_argument("--deadline", metavar="WHEN", help="finish by: ISO 8601, +6h or 08:00")
-    submit.add_argument("--name", help="a name for the job")
-    submit.add_argument("--team", help="the team to charge")
-    submit.add_argument(
-        "--output", dest="outputs", action="append", metavar="GLOB",
-        help="files to collect (repeatable; default: all it wrote)",
-    )
+    request_options(submit)
     submit.add_argument(
         "--data", action="append", metavar="PATH", help="a file or folder to copy into the job (repeatable)"
     )
-    submit.add_argument(
-        "--report", dest="reports", action="append", metavar="FORMAT",
-        help="report format (repeatable; default html)",
-    )
     container_options(submit)
-    after = submit.add_mutually_exclusive_group()
-    after.add_argument("--wait", action="store_true", help="wait for the end; exit 0 only if it succeeded")
-    after.add_argument(
-        "--check", action="store_true",
-        help="submit nothing: say what the submit would refuse or warn of, and where the job would wait",
-    )
+    wait_or_check(submit)
     json_flag(submit)
+
+    resubmit = command(
+        "resubmit", cmd_resubmit,
+        "run a job's notebook again, with its data and values, as a new job; options change its request "
+        "(parameters are merged; the deadline is not carried over)",
+    )  # fmt: skip
+    resubmit.add_argument("job", metavar="JOB", help=JOB_HELP)
+    request_options(resubmit, defaults="the earlier job's")
+    wait_or_check(resubmit)
+    json_flag(resubmit)
 
     jobs = command("jobs", cmd_jobs, "list jobs, newest first")
     jobs.add_argument("--state", choices=STATES)

@@ -87,6 +87,15 @@ class E31Client:
         """Submit a job (see the API's submit body); returns the job plus ``warnings``."""
         return self._json("POST", "jobs", json=body)
 
+    def resubmit(self, job_id: str, **changes) -> dict:
+        """Run an earlier job's notebook again as a new job, its request changed by ``changes``
+        (parameters merged); returns the new job plus ``warnings``."""
+        return self._json("POST", f"jobs/{quote(job_id)}/resubmit", json=changes)
+
+    def check_resubmit(self, job_id: str, **changes) -> dict:
+        """What ``resubmit`` would give, with nothing submitted."""
+        return self._json("POST", f"jobs/{quote(job_id)}/resubmit/check", json=changes)
+
     def check(self, **body) -> dict:
         """What submitting ``body`` would give (place in line, expected start, ``warnings``),
         with nothing submitted; raises what a submit would refuse."""

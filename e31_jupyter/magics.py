@@ -30,7 +30,7 @@ from .notebook_checks import left_behind_warnings
 from .packaging import DEFAULT_KERNEL, cell_names, cell_notebook, import_line
 
 HIDDEN = {"In", "Out", "get_ipython", "exit", "quit"}  # IPython's own names, never captured
-LINE_COMMANDS = ("submit-notebook", "jobs", "status", "logs", "cancel", "wait", "collect")
+LINE_COMMANDS = ("submit-notebook", "resubmit", "jobs", "status", "logs", "cancel", "wait", "collect")
 USAGE = (
     "Usage: %%e31 submit [options] on a cell, or %e31 COMMAND with COMMAND one of "
     + ", ".join(LINE_COMMANDS)
@@ -220,6 +220,8 @@ class E31Magics(Magics):
             return job
         if command == "submit-notebook":
             return self.submit_notebook(rest)
+        if command == "resubmit":
+            return self.resubmit(rest)
         if command == "jobs" and not rest:
             return widgets.show_jobs(self.client)
         if command == "status" and len(rest) == 1:
@@ -231,9 +233,20 @@ class E31Magics(Magics):
         args = _cli_args(["submit", *argv])
         if args.check:
             return self.show_check(self.client.check(**cli.submit_body(args)))
-        job = self.client.submit(**cli.submit_body(args))
+        return self._follow(self.client.submit(**cli.submit_body(args)), args.wait)
+
+    def resubmit(self, argv: list[str]) -> dict:
+        """An earlier job's notebook again, as ``e31 resubmit`` takes it."""
+        args = _cli_args(["resubmit", *argv])
+        job_id, changes = self.client.resolve(args.job), cli.request_changes(args)
+        if args.check:
+            return self.show_check(self.client.check_resubmit(job_id, **changes))
+        return self._follow(self.client.resubmit(job_id, **changes), args.wait)
+
+    def _follow(self, job: dict, wait: bool) -> dict:
+        """Show a submitted job; with ``wait``, again once it has ended."""
         self.show(job, job.get("warnings", []))
-        if args.wait:
+        if wait:
             job = self.client.wait(job["id"])
             self.show(job)
         return job

@@ -111,6 +111,22 @@ def test_submit_check_says_where_the_job_would_wait_and_submits_nothing(e31, cli
     gated.open("blocker")
 
 
+def test_resubmit_runs_a_job_again_with_what_was_changed(e31, client, trained):
+    code, out, err = e31("resubmit", trained, "-p", "epochs", 2, "--gpus", 2, "--check")
+    assert code == 0, err
+    assert out.startswith("train: would be queued (position 1, expected to start now") and "nothing was submitted" in out
+    assert [j["id"] for j in client.jobs()] == [trained]
+
+    code, out, err = e31("resubmit", trained.split("-")[1], "-p", "epochs", 2, "--name", "again", "--wait")
+    assert code == 0, out + err
+    again = client.job(submitted_id(err))
+    assert again["id"] != trained and again["state"] == "succeeded" and again["name"] == "again"
+    assert again["work"]["parameters"] == {"epochs": 2}  # merged over the earlier {"epochs": 3}
+    assert (again["request"]["gpus"], again["team"]) == (1, "vision")  # kept from the earlier job
+    assert "final loss after 2 epochs" in e31("logs", again["id"])[1]
+    assert_one_line_error(*e31("resubmit", trained, "--gpus", 5), "asked for 5")
+
+
 # -- jobs, status, logs -----------------------------------------------------------------------
 
 
