@@ -9,6 +9,9 @@ import sys
 import time
 from datetime import datetime
 
+from pathlib import Path
+
+from . import sweep
 from .client import FINAL_STATES, E31Client
 from .errors import E31Error
 from .text import format_age, format_outlook, format_seconds, format_until, parse_time  # noqa: F401 (parse_time: used by tests)
@@ -53,6 +56,13 @@ def submit_body(args: argparse.Namespace) -> dict:
     container = {"image": args.image, "memory": args.memory, "cpus": args.cpus}
     body.update({key: value for key, value in container.items() if value is not None})
     return body
+
+
+def submit_bodies(args: argparse.Namespace) -> list[dict]:
+    """``submit_body`` once per point of the ``--sweep`` grid (once without one)."""
+    body = submit_body(args)
+    points = sweep.points(args.sweep or [], body.get("parameters", {}), parameter_value)
+    return sweep.bodies(body, points, args.name or Path(args.notebook).stem)
 
 
 def request_changes(args: argparse.Namespace) -> dict:
@@ -190,9 +200,61 @@ def as_json(value) -> str:
 
 
 def cmd_submit(client: E31Client, args) -> int:
+    bodies = submit_bodies(args)
+    if len(bodies) > 1:
+        return check_sweep(client, bodies, args.json) if args.check else _follow_sweep(client, bodies, args)
     if args.check:
-        return _print_check(client.check(**submit_body(args)), args)
-    return _follow_submitted(client, client.submit(**submit_body(args)), args)
+        return _print_check(client.check(**bodies[0]), args)
+    return _follow_submitted(client, client.submit(**bodies[0]), args)
+
+
+def check_sweep(client: E31Client, bodies: list[dict], in_json: bool = False) -> int:
+    checks = [client.check(**body) for body in bodies]
+    print_warnings(dict.fromkeys(w for check in checks for w in check["warnings"]))  # each once
+    if in_json:
+        print(as_json(checks))
+        return 0
+    for check in checks:
+        print(describe_check(check))
+    print(f"{len(checks)} jobs, each checked as if submitted alone; nothing was submitted")
+    return 0
+
+
+def _follow_sweep(client: E31Client, bodies: list[dict], args) -> int:
+    """Submit every point; with --wait, follow them all to their end (exit 0 only if every one
+    succeeded)."""
+    jobs = submit_sweep(client, bodies)
+    if args.wait:
+        if not args.json:
+            print_sweep(jobs, file=sys.stderr)
+        jobs = [client.wait(job["id"]) for job in jobs]
+    print(as_json(jobs)) if args.json else print_sweep(jobs)
+    return 0 if not args.wait or all(job["state"] == "succeeded" for job in jobs) else 1
+
+
+def submit_sweep(client: E31Client, bodies: list[dict]) -> list[dict]:
+    """Submit every point of a sweep; a refusal part way says which were submitted before it."""
+    jobs = []
+    for body in bodies:
+        try:
+            jobs.append(client.submit(**body))
+        except E31Error as error:
+            if not jobs:
+                raise
+            submitted = ", ".join(job["id"] for job in jobs)
+            raise E31Error(
+                f"{error.message} {len(jobs)} of the sweep's {len(bodies)} jobs were submitted before that "
+                f"({submitted}); {bodies[len(jobs)]['name']} and the rest were not.",
+                error.status,
+            ) from None
+    print_warnings(dict.fromkeys(w for job in jobs for w in job.get("warnings") or []))
+    return jobs
+
+
+def print_sweep(jobs: list[dict], file=None) -> None:
+    for job in jobs:
+        ended = f"  {gpu_hours(job)} GPU-h" if job["state"] in FINAL_STATES else ""
+        print(f"{job['id']}  {job['name']}  {describe(job)}{ended}", file=file)
 
 
 def cmd_resubmit(client: E31Client, args) -> int:
@@ -419,6 +481,10 @@ def build_parser() -> argparse.ArgumentParser:
     submit = command("submit", cmd_submit, "submit a notebook as a job")
     submit.add_argument("notebook", metavar="NOTEBOOK", help="path of the notebook")
     request_options(submit)
+    submit.add_argument(
+        "--sweep", nargs="+", action="append", metavar=("NAME", "VALUE"),
+        help="submit one job per value of parameter NAME (repeatable: one job per combination)",
+    )
     submit.add_argument(
         "--data", action="append", metavar="PATH", help="a file or folder to copy into the job (repeatable)"
     )

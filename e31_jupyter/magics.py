@@ -229,11 +229,27 @@ class E31Magics(Magics):
         args = _cli_args([command, *rest])
         args.run(self.client, args)
 
-    def submit_notebook(self, argv: list[str]) -> dict:
+    def submit_notebook(self, argv: list[str]) -> dict | list[dict] | None:
         args = _cli_args(["submit", *argv])
+        bodies = cli.submit_bodies(args)
+        if len(bodies) > 1:
+            return self._sweep(bodies, args)
         if args.check:
-            return self.show_check(self.client.check(**cli.submit_body(args)))
-        return self._follow(self.client.submit(**cli.submit_body(args)), args.wait)
+            return self.show_check(self.client.check(**bodies[0]))
+        return self._follow(self.client.submit(**bodies[0]), args.wait)
+
+    def _sweep(self, bodies: list[dict], args) -> list[dict] | None:
+        """A line per job of the sweep, and the jobs widget to follow them."""
+        if args.check:
+            cli.check_sweep(self.client, bodies)
+            return None
+        jobs = cli.submit_sweep(self.client, bodies)
+        cli.print_sweep(jobs)
+        widgets.show_jobs(self.client)
+        if args.wait:
+            jobs = [self.client.wait(job["id"]) for job in jobs]
+            cli.print_sweep(jobs)
+        return jobs
 
     def resubmit(self, argv: list[str]) -> dict:
         """An earlier job's notebook again, as ``e31 resubmit`` takes it."""

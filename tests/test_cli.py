@@ -14,6 +14,7 @@ import pytest
 from conftest import EXAMPLES, ts, wait_state, write_notebook
 
 from e31_jupyter.cli import main
+from e31_jupyter.client import E31Client
 from e31_jupyter.testing import free_port
 
 TRAIN = str(EXAMPLES / "train.ipynb")
@@ -109,6 +110,44 @@ def test_submit_check_says_where_the_job_would_wait_and_submits_nothing(e31, cli
     refused = e31_process("submit", TRAIN, "--check", "--wait")
     assert refused.returncode == 2 and "not allowed with argument" in refused.stderr
     gated.open("blocker")
+
+
+def test_a_sweep_submits_one_job_per_combination(e31, client):
+    sweep = ["--sweep", "epochs", 1, 2, "--sweep", "learning_rate", 0.1, 0.2]
+    code, out, err = e31("submit", TRAIN, "--gpus", 1, *sweep, "--check")
+    assert code == 0 and len(out.splitlines()) == 5 and client.jobs() == []
+    assert "train[epochs=2,learning_rate=0.2]: would be queued" in out and "nothing was submitted" in out.splitlines()[-1]
+
+    code, out, err = e31("submit", TRAIN, "--gpus", 1, *sweep, "--wait")
+    assert code == 0, out + err
+    lines = out.splitlines()
+    assert [line.split()[1:3] for line in lines] == [
+        ["train[epochs=1,learning_rate=0.1]", "succeeded"], ["train[epochs=1,learning_rate=0.2]", "succeeded"],
+        ["train[epochs=2,learning_rate=0.1]", "succeeded"], ["train[epochs=2,learning_rate=0.2]", "succeeded"],
+    ]  # fmt: skip
+    jobs = [client.job(line.split()[0]) for line in lines]
+    assert [job["work"]["parameters"] for job in jobs] == [
+        {"epochs": 1, "learning_rate": 0.1}, {"epochs": 1, "learning_rate": 0.2},
+        {"epochs": 2, "learning_rate": 0.1}, {"epochs": 2, "learning_rate": 0.2},
+    ]  # fmt: skip
+    assert "final loss after 2 epochs" in e31("logs", jobs[-1]["id"])[1]
+
+
+def test_a_sweep_refused_part_way_says_what_was_submitted(start_server, gated, capsys):
+    server = start_server(extra_args=["--E31.max_queued_per_user=2"])
+    client = E31Client(server.url, server.token)
+    blocker = wait_state(client, gated.submit(client, "blocker", gpus=2)["id"], "running")
+    sweep = ["submit", TRAIN, "--gpus", "2", "--sweep", "epochs", "1", "2", "3"]
+    code = main(["--url", server.url, "--token", server.token, *sweep])
+    out, err = capsys.readouterr()
+    waiting = [job["id"] for job in client.jobs(state="queued")][::-1]
+    assert len(waiting) == 2 and code == 2 and out == ""
+    assert "max_queued_per_user" in err and f"2 of the sweep's 3 jobs were submitted before that ({', '.join(waiting)})" in err
+    assert "train[epochs=3] and the rest were not" in err
+    for job_id in waiting:
+        client.cancel(job_id)
+    gated.open("blocker")
+    wait_state(client, blocker["id"], "succeeded")
 
 
 def test_resubmit_runs_a_job_again_with_what_was_changed(e31, client, trained):

@@ -15,6 +15,7 @@ from e31_jupyter.cli import (
     launcher_argv,
     main,
     parameter_value,
+    submit_bodies,
     submit_body,
 )
 from e31_jupyter.client import safe_destination
@@ -54,6 +55,38 @@ def test_submit_body_sends_absolute_paths_typed_parameters_and_only_given_option
 def test_submit_body_of_a_bare_notebook_lets_the_server_choose_defaults():
     args = build_parser().parse_args(["submit", "/nb/train.ipynb"])
     assert submit_body(args) == {"path": "/nb/train.ipynb"}
+
+
+def test_a_sweep_is_one_body_per_combination_named_after_it():
+    args = build_parser().parse_args(
+        ["submit", "/nb/train.ipynb", "-p", "epochs", "3", "--gpus", "1", "--sweep", "lr", "0.1", "0.01",
+         "--sweep", "opt", "adam", "sgd"]
+    )  # fmt: skip
+    bodies = submit_bodies(args)
+    assert [(b["name"], b["parameters"]) for b in bodies] == [
+        ("train[lr=0.1,opt=adam]", {"epochs": 3, "lr": 0.1, "opt": "adam"}),
+        ("train[lr=0.1,opt=sgd]", {"epochs": 3, "lr": 0.1, "opt": "sgd"}),
+        ("train[lr=0.01,opt=adam]", {"epochs": 3, "lr": 0.01, "opt": "adam"}),
+        ("train[lr=0.01,opt=sgd]", {"epochs": 3, "lr": 0.01, "opt": "sgd"}),
+    ]
+    assert all(b["gpus"] == 1 and b["path"] == "/nb/train.ipynb" for b in bodies)
+    named = build_parser().parse_args(["submit", "/nb/train.ipynb", "--name", "run", "--sweep", "seed", "1", "2"])
+    assert [b["name"] for b in submit_bodies(named)] == ["run[seed=1]", "run[seed=2]"]
+    assert submit_bodies(build_parser().parse_args(["submit", "/nb/train.ipynb"])) == [{"path": "/nb/train.ipynb"}]
+
+
+@pytest.mark.parametrize(
+    "argv, words",
+    [
+        (["--sweep", "lr"], "no values"),
+        (["--sweep", "lr", "1", "--sweep", "lr", "2"], "given twice"),
+        (["-p", "lr", "1", "--sweep", "lr", "2", "3"], "both swept"),
+        (["--sweep", "a", *map(str, range(30)), "--sweep", "b", *map(str, range(30))], "900 jobs"),
+    ],
+)
+def test_a_sweep_that_makes_no_sense_is_refused_before_anything_is_sent(argv, words):
+    with pytest.raises(InvalidRequest, match=words):
+        submit_bodies(build_parser().parse_args(["submit", "/nb/train.ipynb", *argv]))
 
 
 def test_unknown_arguments_are_refused_except_for_the_launchers(capsys):

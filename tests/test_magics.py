@@ -171,6 +171,14 @@ def test_submit_notebook_with_parameters(kernel, client):
     assert again["work"]["parameters"] == {"epochs": 2} and again["request"]["gpus"] == 1
 
 
+def test_submit_notebook_sweeps_a_parameter(kernel, client):
+    out = kernel.run(f"%e31 submit-notebook {EXAMPLES / 'train.ipynb'} --sweep epochs 1 2 --wait")
+    assert any("JobsWidget" in d.get("text/plain", "") for d in out.displays)  # to follow them
+    ended = [line.split() for line in out.stdout.splitlines() if "GPU-h" in line]
+    assert [(name, state) for _, name, state, *_ in ended] == [("train[epochs=1]", "succeeded"), ("train[epochs=2]", "succeeded")]
+    assert [client.job(job_id)["work"]["parameters"] for job_id, *_ in ended] == [{"epochs": 1}, {"epochs": 2}]
+
+
 def test_line_commands(kernel, client, gated):
     job = wait_state(client, gated.submit(client, "listed", gpus=1)["id"], "running")
     listing = kernel.run("%e31 jobs").displays  # the jobs widget
