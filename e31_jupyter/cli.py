@@ -343,9 +343,23 @@ def cmd_logs(client: E31Client, args) -> int:
 
 
 def cmd_cancel(client: E31Client, args) -> int:
-    job = client.cancel(client.resolve(args.job))
-    print(f"{job['id']}  {describe(job)}")
-    return 0
+    """Cancel each job named (all named first: a name that fits no job cancels nothing); one
+    that cannot be cancelled does not stop the others."""
+    job_ids = [client.resolve(ref) for ref in args.job]
+    if len(job_ids) == 1:
+        job = client.cancel(job_ids[0])
+        print(f"{job['id']}  {describe(job)}")
+        return 0
+    refused = 0
+    for job_id in dict.fromkeys(job_ids):
+        try:
+            job = client.cancel(job_id)
+        except E31Error as error:
+            print(f"e31: {error.message}", file=sys.stderr)  # it names the job
+            refused += 1
+            continue
+        print(f"{job['id']}  {describe(job)}")
+    return 2 if refused else 0
 
 
 def cmd_collect(client: E31Client, args) -> int:
@@ -517,8 +531,8 @@ def build_parser() -> argparse.ArgumentParser:
     follow.add_argument("-f", "--follow", action="store_true", help="keep printing until the job ends")
     follow.add_argument("--tail", type=int, metavar="N", help="only the last N lines")
 
-    cancel = command("cancel", cmd_cancel, "cancel a job")
-    cancel.add_argument("job", metavar="JOB", help=JOB_HELP)
+    cancel = command("cancel", cmd_cancel, "cancel jobs")
+    cancel.add_argument("job", metavar="JOB", nargs="+", help=JOB_HELP + " (several: each of them)")
 
     collect = command("collect", cmd_collect, "download a finished job's notebook, report and files")
     collect.add_argument("job", metavar="JOB", help=JOB_HELP)

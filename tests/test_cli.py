@@ -303,6 +303,18 @@ def test_cancel_of_a_finished_job_is_refused(e31, trained):
     assert_one_line_error(*e31("cancel", trained), "already ended")
 
 
+def test_cancel_of_several_jobs_cancels_each_it_can(e31, client, gated, trained):
+    running = wait_state(client, gated.submit(client, "running", gpus=2)["id"], "running")
+    queued = gated.submit(client, "queued", gpus=1)
+    assert_one_line_error(*e31("cancel", running["id"], "nosuchjob"), "nosuchjob")  # nothing cancelled
+    assert client.job(running["id"])["state"] == "running"
+    code, out, err = e31("cancel", running["id"], trained, queued["id"])
+    assert code == 2 and "already ended" in err and trained in err
+    assert [line.split()[0] for line in out.splitlines()] == [running["id"], queued["id"]]
+    assert wait_state(client, queued["id"], "cancelled")["state"] == "cancelled"
+    assert wait_state(client, running["id"], "cancelled", "succeeded", timeout=30)["state"] == "cancelled"
+
+
 # -- meter and gpus ---------------------------------------------------------------------------
 
 
