@@ -345,28 +345,41 @@ def cmd_logs(client: E31Client, args) -> int:
 def cmd_cancel(client: E31Client, args) -> int:
     """Cancel each job named (all named first: a name that fits no job cancels nothing); one
     that cannot be cancelled does not stop the others."""
-    job_ids = [client.resolve(ref) for ref in args.job]
-    if len(job_ids) == 1:
-        job = client.cancel(job_ids[0])
+
+    def cancel(job_id: str) -> None:
+        job = client.cancel(job_id)
         print(f"{job['id']}  {describe(job)}")
+
+    return _each(client, args.job, cancel)
+
+
+def _each(client: E31Client, refs: list[str], action) -> int:
+    """``action`` on each job named, all named first. With one job its error is the command's;
+    with several, one refused (its message names it) does not stop the others: exit 2 after."""
+    job_ids = list(dict.fromkeys(client.resolve(ref) for ref in refs))
+    if len(job_ids) == 1:
+        action(job_ids[0])
         return 0
     refused = 0
-    for job_id in dict.fromkeys(job_ids):
+    for job_id in job_ids:
         try:
-            job = client.cancel(job_id)
+            action(job_id)
         except E31Error as error:
-            print(f"e31: {error.message}", file=sys.stderr)  # it names the job
+            print(f"e31: {error.message}", file=sys.stderr)
             refused += 1
-            continue
-        print(f"{job['id']}  {describe(job)}")
     return 2 if refused else 0
 
 
 def cmd_collect(client: E31Client, args) -> int:
-    job_id = client.resolve(args.job)
-    folder = client.collect(job_id, args.to or f"e31-{job_id}")
-    print(f"Collected job {job_id} into {folder}")
-    return 0
+    """Collect each job named into a folder of its own: ``--to DIR`` itself for one job,
+    ``DIR/e31-JOB`` for several. One not finished yet does not stop the others."""
+    several = len(args.job) > 1
+
+    def collect(job_id: str) -> None:
+        to = Path(args.to or ".") / f"e31-{job_id}" if several else args.to or f"e31-{job_id}"
+        print(f"Collected job {job_id} into {client.collect(job_id, to)}")
+
+    return _each(client, args.job, collect)
 
 
 def cmd_meter(client: E31Client, args) -> int:
@@ -535,8 +548,8 @@ def build_parser() -> argparse.ArgumentParser:
     cancel.add_argument("job", metavar="JOB", nargs="+", help=JOB_HELP + " (several: each of them)")
 
     collect = command("collect", cmd_collect, "download a finished job's notebook, report and files")
-    collect.add_argument("job", metavar="JOB", help=JOB_HELP)
-    collect.add_argument("--to", metavar="DIR", help="where to write (default ./e31-JOB)")
+    collect.add_argument("job", metavar="JOB", nargs="+", help=JOB_HELP + " (several: each of them)")
+    collect.add_argument("--to", metavar="DIR", help="where to write (default ./e31-JOB; for several jobs, DIR/e31-JOB)")
 
     meter = command("meter", cmd_meter, "GPU-hours and cost by user and team (default: last 7 days)")
     meter.add_argument("--since", metavar="ISO")

@@ -280,6 +280,18 @@ def test_collect_writes_the_notebook_report_and_files(e31, trained, tmp_path):
     assert (dest / "files" / "loss.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
+def test_collect_of_several_jobs_gives_each_a_folder(e31, client, gated, trained, tmp_path):
+    other = wait_state(client, client.submit(path=TRAIN, parameters={"epochs": 1})["id"], "succeeded")
+    busy = wait_state(client, gated.submit(client, "busy", gpus=1)["id"], "running")
+    code, out, err = e31("collect", trained, other["id"], busy["id"], "--to", tmp_path / "all")
+    assert code == 2 and "still running" in err
+    assert sorted(p.name for p in (tmp_path / "all").iterdir()) == sorted([f"e31-{trained}", f"e31-{other['id']}"])
+    assert json.loads((tmp_path / "all" / f"e31-{other['id']}" / "job.json").read_text())["id"] == other["id"]
+    assert (tmp_path / "all" / f"e31-{trained}" / "files" / "metrics.csv").is_file()
+    assert len(out.splitlines()) == 2
+    gated.open("busy")
+
+
 def test_collect_before_the_job_ends_is_refused(e31, client, gated, tmp_path):
     job = wait_state(client, gated.submit(client, "busy", gpus=1)["id"], "running")
     assert_one_line_error(*e31("collect", job["id"], "--to", tmp_path / "out"), "still running")
