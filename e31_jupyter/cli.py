@@ -8,6 +8,7 @@ import os
 import sys
 import time
 from datetime import datetime
+from fnmatch import fnmatchcase
 
 from pathlib import Path
 
@@ -309,12 +310,22 @@ def _progress_printer(job: dict):
 
 
 def cmd_jobs(client: E31Client, args) -> int:
-    jobs = client.jobs(args.state, limit=args.limit)
+    if args.name:
+        jobs = [job for job in client.jobs(args.state) if fnmatchcase(job["name"], args.name)][: args.limit]
+    else:
+        jobs = client.jobs(args.state, limit=args.limit)
     if args.json:
         print(as_json({"jobs": jobs}))
+    elif args.quiet:
+        for job in jobs:
+            print(job["id"])
     else:
-        print(format_jobs(jobs) if jobs else f"No {args.state + ' ' if args.state else ''}jobs.")
+        print(format_jobs(jobs) if jobs else f"No {args.state + ' ' if args.state else ''}jobs{_named(args.name)}.")
     return 0
+
+
+def _named(pattern: str | None) -> str:
+    return f" named {pattern}" if pattern else ""
 
 
 def cmd_status(client: E31Client, args) -> int:
@@ -532,7 +543,12 @@ def build_parser() -> argparse.ArgumentParser:
     jobs = command("jobs", cmd_jobs, "list jobs, newest first")
     jobs.add_argument("--state", choices=STATES)
     jobs.add_argument("-n", "--limit", type=positive_int, metavar="N", help="only the newest N jobs")
-    json_flag(jobs)
+    jobs.add_argument(
+        "--name", metavar="GLOB", help="only jobs whose name matches, e.g. 'train[*' for a sweep of train"
+    )
+    shown = jobs.add_mutually_exclusive_group()
+    shown.add_argument("-q", "--quiet", action="store_true", help="only their ids, one a line (for e31 cancel ...)")
+    json_flag(shown)
 
     status = command("status", cmd_status, "show one job")
     status.add_argument("job", metavar="JOB", help=JOB_HELP)

@@ -17,8 +17,8 @@ policy's priorities can have moved (``refresh_s``), as Slurm does every Priority
   half-life, a small-job factor), EASY backfill on declared max run time, and a pending job that
   can no longer end within its time limit before its deadline is dropped (``--deadline``).
 - ``e31``, the default: earliest deadline first with EASY backfill, jobs bigger than a machine
-  first; run times learned from finished jobs (their declared run times and deadline windows)
-  decide when a job expires (more likely than not to miss); a lane of GPUs that long jobs which
+  first; run times learned from finished jobs (their declared run times and deadline windows;
+  for a job that declared none, what such jobs took) decide when a job expires (more likely than not to miss); a lane of GPUs that long jobs which
   can wait leave to short and urgent ones, wider while short jobs keep coming; a fair-share
   nudge. See ``e31_priority``, ``e31_lanes`` and ``e31_walk``.
 """

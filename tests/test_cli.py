@@ -132,6 +132,14 @@ def test_a_sweep_submits_one_job_per_combination(e31, client):
     ]  # fmt: skip
     assert "final loss after 2 epochs" in e31("logs", jobs[-1]["id"])[1]
 
+    client.submit(path=TRAIN, name="trainer")  # not of the sweep
+    code, out, _ = e31("jobs", "--name", "train[*", "--quiet")
+    assert code == 0 and out.split() == [job["id"] for job in jobs][::-1]  # newest first
+    code, out, _ = e31("jobs", "--name", "train[epochs=2*", "-n", 1)
+    (row,) = out.splitlines()[1:]
+    assert row.split()[0] == jobs[-1]["id"] and row.split()[1].startswith("train[epochs=2,")  # long names are cut
+    assert e31("jobs", "--name", "nothing*")[1] == "No jobs named nothing*.\n"
+
 
 def test_a_sweep_refused_part_way_says_what_was_submitted(start_server, gated, capsys):
     server = start_server(extra_args=["--E31.max_queued_per_user=2"])
