@@ -8,7 +8,8 @@ import {
   formatUntil,
   jobSummary,
   outlookText,
-  progressFraction
+  progressFraction,
+  sweepName
 } from '../src/model/format';
 import { ISubmitCheck } from '../src/model/types';
 import { job } from './helpers';
@@ -159,6 +160,13 @@ describe('format', () => {
   it('knows progress only when the cell count is known', () => {
     expect(progressFraction(job({ progress: { cells_done: 1, cells_total: 4 } }))).toBe(0.25);
     expect(progressFraction(job({ progress: { cells_done: 0, cells_total: null } }))).toBeNull();
+  });
+
+  it("splits a sweep's job name into its base and its point", () => {
+    expect(sweepName('train[lr=0.1,batch=32]')).toEqual({ base: 'train', point: 'lr=0.1, batch=32' });
+    expect(sweepName('train')).toEqual({ base: 'train', point: null });
+    expect(sweepName('[lr=0.1]')).toEqual({ base: '[lr=0.1]', point: null });
+    expect(sweepName('a[b]c')).toEqual({ base: 'a[b]c', point: null });
   });
 
   it('sizes files', () => {

@@ -215,6 +215,16 @@ export function expectedWords(job: IJob, now: Date = new Date()): string {
   return `expected to start ${formatUntil(job.expected_start, now)}${end}`;
 }
 
+/**
+ * A sweep's job name, "train[lr=0.1,batch=32]", as its base "train" and its point
+ * "lr=0.1, batch=32" (shown on a line of its own: it is what tells a sweep's jobs apart);
+ * any other name as it is, with no point.
+ */
+export function sweepName(name: string): { base: string; point: string | null } {
+  const match = /^(.*\S)\[([^[\]]+)\]$/.exec(name);
+  return match ? { base: match[1], point: match[2].split(',').join(', ') } : { base: name, point: null };
+}
+
 /** Where a checked request would wait, in a sentence: "Would start now, expected to end in 10m." */
 export function outlookText(check: ISubmitCheck, now: Date = new Date()): string {
   if (check.expected_to_expire) {

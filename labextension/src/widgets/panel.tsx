@@ -8,7 +8,7 @@ import { Message } from '@lumino/messaging';
 import * as React from 'react';
 
 import { IDisposableLike, JobFilter, JobsModel } from '../model/jobs';
-import { STATE_LABELS, formatGpuHours, formatTime, formatTimestamp, jobSummary } from '../model/format';
+import { STATE_LABELS, formatGpuHours, formatTime, formatTimestamp, jobSummary, sweepName } from '../model/format';
 import { ALL_STATES, IGpuInventory, IJob, isActive } from '../model/types';
 import { ProgressBar, StateBadge, useTicker } from './common';
 import { MeterView } from './meterchart';
@@ -235,6 +235,7 @@ function JobRow(props: {
   const { job, model, actions, now } = props;
   const hours = model.liveGpuHours(job, now);
   const gpus = job.state === 'running' || job.gpus.length ? job.gpus.length : job.request.gpus;
+  const { base, point } = sweepName(job.name);
   return (
     <li
       className={`e31-JobRow e31-mod-${job.state}`}
@@ -247,7 +248,7 @@ function JobRow(props: {
     >
       <div className="e31-JobRow-top">
         <StateBadge state={job.state} />
-        <span className="e31-JobRow-name">{job.name}</span>
+        <span className="e31-JobRow-name">{base}</span>
         {job.state === 'queued' && job.queue_position ? (
           <span className="e31-JobRow-position" title="Place in line (1 starts next)">
             #{job.queue_position}
@@ -267,6 +268,7 @@ function JobRow(props: {
           </button>
         ) : null}
       </div>
+      {point ? <div className="e31-JobRow-point">{point}</div> : null}
       <div className="e31-JobRow-sub">
         <span className="e31-JobRow-summary">{jobSummary(job, now)}</span>
       </div>

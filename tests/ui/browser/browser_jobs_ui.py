@@ -189,6 +189,21 @@ def test_cancel_from_the_panel(lab, api, context):
     expect(toast(page, "to-cancel")).to_have_count(0)  # the user did it: nothing to announce
 
 
+def test_a_sweeps_jobs_are_told_apart_by_their_point(lab, api, context):
+    notebook = write_notebook(lab.root / "sweep.ipynb", "print(lr)", parameters="lr = 1.0")
+    for lr in ("0.1", "0.01"):
+        job = api.submit(path=str(notebook), name=f"sweep[lr={lr},batch=32]", parameters={"lr": float(lr)})
+        wait_state(api, job["id"], "succeeded")
+    page = context.new_page()
+    open_lab(page, lab, "sweep")
+    show_panel(page)
+    rows = job_row(page, "sweep")
+    expect(rows).to_have_count(2)
+    expect(rows.locator(".e31-JobRow-point")).to_have_text(["lr=0.01, batch=32", "lr=0.1, batch=32"])  # newest first
+    expect(rows.first).to_have_attribute("title", re.compile(r"^sweep\[lr=0\.01,batch=32\] \("))
+    page.close()
+
+
 def test_an_impossible_deadline_shows_the_servers_message_and_the_dialog_stays_open(lab, api, context):
     notebook = write_notebook(lab.root / "deadline.ipynb", "x = 1", parameters="n = 1")
     page = context.new_page()
