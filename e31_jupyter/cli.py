@@ -190,7 +190,11 @@ def format_gpus(inventory: dict) -> str:
 
 
 def _shorten(text: str, width: int) -> str:
-    return text if len(text) <= width else text[: width - 1] + "…"
+    """Cut in the middle, so that both ends show: a sweep's jobs differ at the end of the name."""
+    if len(text) <= width:
+        return text
+    head = (width - 1) // 2
+    return text[:head] + "…" + text[len(text) - (width - 1 - head) :]
 
 
 def as_json(value) -> str:

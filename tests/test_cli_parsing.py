@@ -152,14 +152,15 @@ def test_describe_says_where_the_job_is():
 
 def test_format_jobs_table():
     now = datetime(2024, 1, 1, 12, 30, tzinfo=timezone.utc)
-    done = job(id="j0", name="x" * 40, state="succeeded", queue_position=None, meter={"gpu_hours": 1.234})
+    name = "train[" + "x" * 30 + ",seed=7]"  # a sweep's: what tells it apart is at the end
+    done = job(id="j0", name=name, state="succeeded", queue_position=None, meter={"gpu_hours": 1.234})
     hopeless = job(id="j2", queue_position=3, expected_to_expire=True)
     jobs = [job(expected_start="2024-01-01T14:00:20Z"), hopeless, done]
     assert format_jobs(jobs, now).splitlines() == [
         "ID  NAME                              STATE      POS  STARTS    GPUS  GPU-H  AGE",
         "j1  train                             queued     2    in 1h30m  1     0.50   2h30m",
         "j2  train                             queued     3    expires   1     0.50   2h30m",
-        "j0  " + "x" * 31 + "…  succeeded  -    -         1     1.23   2h30m",
+        "j0  train[" + "x" * 9 + "…" + "x" * 8 + ",seed=7]  succeeded  -    -         1     1.23   2h30m",
     ]
 
 
