@@ -137,7 +137,7 @@ def test_a_sweep_submits_one_job_per_combination(e31, client):
     assert code == 0 and out.split() == [job["id"] for job in jobs][::-1]  # newest first
     code, out, _ = e31("jobs", "--name", "train[epochs=2*", "-n", 1)
     (row,) = out.splitlines()[1:]
-    assert row.split()[:2] == [jobs[-1]["id"], "train[epochs=2,…earning_rate=0.2]"]  # cut in the middle
+    assert row.split()[:2] == [jobs[-1]["id"], "train[epochs=2,…arning_rate=0.2]"]  # cut in the middle
     assert e31("jobs", "--name", "nothing*")[1] == "No jobs named nothing*.\n"
 
 
