@@ -134,7 +134,8 @@ def format_jobs(jobs: list[dict], now: datetime | None = None) -> str:
 
 def format_job(job: dict) -> str:
     request, meter = job.get("request") or {}, job.get("meter") or {}
-    wanted = [f"{request.get('gpus', 0)} GPU"]
+    gpus = request.get("gpus", 0)
+    wanted = [f"{gpus} GPU{'' if gpus == 1 else 's'}"]
     if request.get("max_runtime_s"):
         wanted.append(f"max {format_seconds(request['max_runtime_s'])}")
     if request.get("expected_runtime_s"):
@@ -151,6 +152,7 @@ def format_job(job: dict) -> str:
         ("request", ", ".join(wanted)),
         ("meter", f"{gpu_hours(job)} GPU-h, {meter.get('cost') or 0:.2f} {meter.get('currency') or ''}"),
         ("notebook", work.get("notebook")),
+        *([("params", _parameters(work["parameters"]))] if work.get("parameters") else []),
         *([("data", ", ".join(work["data"]))] if work.get("data") else []),
         ("files", job.get("files_count")),
         ("submitted", job.get("submitted_at")),
@@ -165,6 +167,11 @@ def format_job(job: dict) -> str:
         reason = f"  {step['reason']}" if step.get("reason") else ""
         lines.append(f"  {step.get('at')}  {step.get('from') or '-'} -> {step.get('to')}{reason}")
     return "\n".join(lines)
+
+
+def _parameters(parameters: dict) -> str:
+    """``epochs=3, opt='adam'``: as the notebook will read them."""
+    return ", ".join(f"{name}={value!r}" for name, value in parameters.items())
 
 
 def format_meter(meter: dict) -> str:

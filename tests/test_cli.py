@@ -230,6 +230,7 @@ def test_status_shows_the_job_and_its_history(e31, trained):
     code, out, _ = e31("status", trained)
     assert code == 0
     assert f"job:       {trained}" in out.splitlines() and "state:     succeeded" in out.splitlines()
+    assert "params:    epochs=3" in out.splitlines() and "request:   1 GPU, max 1d" in out.splitlines()
     assert "history:" in out and "running -> succeeded" in out
 
 
