@@ -238,9 +238,12 @@ def _follow_sweep(client: E31Client, bodies: list[dict], args) -> int:
     jobs = submit_sweep(client, bodies)
     if args.wait:
         if not args.json:
-            print_sweep(jobs, file=sys.stderr)
+            print_job_lines(jobs, file=sys.stderr)
         jobs = [client.wait(job["id"]) for job in jobs]
-    print(as_json(jobs)) if args.json else print_sweep(jobs)
+    if args.json:
+        print(as_json(jobs))
+    else:
+        print_job_lines(jobs)
     return 0 if not args.wait or all(job["state"] == "succeeded" for job in jobs) else 1
 
 
@@ -263,7 +266,8 @@ def submit_sweep(client: E31Client, bodies: list[dict]) -> list[dict]:
     return jobs
 
 
-def print_sweep(jobs: list[dict], file=None) -> None:
+def print_job_lines(jobs: list[dict], file=None) -> None:
+    """A line per job: id, name, state in words, and GPU-hours once it has ended."""
     for job in jobs:
         ended = f"  {gpu_hours(job)} GPU-h" if job["state"] in FINAL_STATES else ""
         print(f"{job['id']}  {job['name']}  {describe(job)}{ended}", file=file)
@@ -362,6 +366,17 @@ def cmd_logs(client: E31Client, args) -> int:
             return 0
         if not chunk["text"]:
             time.sleep(1.0)
+
+
+def cmd_wait(client: E31Client, args) -> int:
+    """Block until every job named has ended; a line for each as it ends. Exit 0 only if all
+    of them succeeded."""
+    job_ids = list(dict.fromkeys(client.resolve(ref) for ref in args.job))
+    ended = []
+    for job_id in job_ids:
+        ended.append(client.wait(job_id))
+        print_job_lines(ended[-1:])
+    return 0 if all(job["state"] == "succeeded" for job in ended) else 1
 
 
 def cmd_cancel(client: E31Client, args) -> int:
@@ -570,6 +585,9 @@ def build_parser() -> argparse.ArgumentParser:
     follow = logs.add_mutually_exclusive_group()
     follow.add_argument("-f", "--follow", action="store_true", help="keep printing until the job ends")
     follow.add_argument("--tail", type=int, metavar="N", help="only the last N lines")
+
+    wait = command("wait", cmd_wait, "wait until jobs have ended; exit 0 only if all succeeded")
+    wait.add_argument("job", metavar="JOB", nargs="+", help=JOB_HELP + " (several: all of them)")
 
     cancel = command("cancel", cmd_cancel, "cancel jobs")
     cancel.add_argument("job", metavar="JOB", nargs="+", help=JOB_HELP + " (several: each of them)")

@@ -244,11 +244,11 @@ class E31Magics(Magics):
             cli.check_sweep(self.client, bodies)
             return None
         jobs = cli.submit_sweep(self.client, bodies)
-        cli.print_sweep(jobs)
+        cli.print_job_lines(jobs)
         widgets.show_jobs(self.client)
         if args.wait:
             jobs = [self.client.wait(job["id"]) for job in jobs]
-            cli.print_sweep(jobs)
+            cli.print_job_lines(jobs)
         return jobs
 
     def resubmit(self, argv: list[str]) -> dict:

@@ -89,6 +89,18 @@ def test_submit_wait_of_a_failing_notebook_exits_non_zero(e31, tmp_path):
     assert re.match(r"\S+  failed: .*ValueError: no convergence", out)
 
 
+def test_wait_blocks_until_every_job_named_has_ended(e31, client, tmp_path):
+    bad = write_notebook(tmp_path / "bad.ipynb", "raise ValueError('no convergence')")
+    good = client.submit(path=TRAIN, parameters={"epochs": 1})
+    failing = client.submit(path=str(bad))
+    code, out, _ = e31("wait", good["id"], "last")
+    assert code == 1  # one of them failed
+    assert [line.split()[:3] for line in out.splitlines()] == [
+        [good["id"], "train", "succeeded"], [failing["id"], "bad", "failed:"],
+    ]  # fmt: skip
+    assert e31("wait", good["id"])[0] == 0
+
+
 def test_submit_without_wait_prints_the_id_and_returns(e31, client, gated):
     code, out, _ = e31("submit", gated.notebook, "-p", "gate", gated.params("nw")["gate"], "-p", "runs", gated.runs)
     assert code == 0
