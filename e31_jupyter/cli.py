@@ -77,6 +77,7 @@ def request_changes(args: argparse.Namespace) -> dict:
         "team": args.team,
         "outputs": args.outputs,
         "reports": args.reports,
+        "after": args.after,
     }
     if args.parameters:
         given["parameters"] = {name: parameter_value(value) for name, value in args.parameters}
@@ -122,7 +123,7 @@ def format_jobs(jobs: list[dict], now: datetime | None = None) -> str:
             _shorten(job.get("name") or "", 32),
             job["state"],
             job.get("queue_position"),
-            "expires" if job.get("expected_to_expire") else format_until(job.get("expected_start"), now),
+            _starts(job, now),
             (job.get("request") or {}).get("gpus", 0),
             gpu_hours(job),
             format_age(job.get("submitted_at"), now),
@@ -130,6 +131,14 @@ def format_jobs(jobs: list[dict], now: datetime | None = None) -> str:
         for job in jobs
     ]
     return format_table(["ID", "NAME", "STATE", "POS", "STARTS", "GPUS", "GPU-H", "AGE"], rows)
+
+
+def _starts(job: dict, now: datetime | None) -> str | None:
+    """The STARTS column: when, or 'expires', or 'after JOB' while it waits for other jobs."""
+    waiting = job.get("waiting_for") or []
+    if waiting:
+        return f"after {waiting[0].partition('-')[2]}" + (f" +{len(waiting) - 1}" if len(waiting) > 1 else "")
+    return "expires" if job.get("expected_to_expire") else format_until(job.get("expected_start"), now)
 
 
 def format_job(job: dict) -> str:
@@ -494,6 +503,10 @@ def request_options(parser: argparse.ArgumentParser, defaults: str = "") -> None
     )
     parser.add_argument("--expected-runtime", type=duration, metavar="DUR", help=f"how long it should take{default()}")
     parser.add_argument("--deadline", metavar="WHEN", help="finish by: ISO 8601, +6h or 08:00")
+    parser.add_argument(
+        "--after", action="append", metavar="JOB",
+        help="start only once this job has succeeded (repeatable: all of them); `last` is your newest job",
+    )
     parser.add_argument("--name", help=f"a name for the job{default()}")
     parser.add_argument("--team", help=f"the team to charge{default()}")
     parser.add_argument(

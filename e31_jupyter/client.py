@@ -84,22 +84,23 @@ class E31Client:
     # -- the API ----------------------------------------------------------------------------
 
     def submit(self, **body) -> dict:
-        """Submit a job (see the API's submit body); returns the job plus ``warnings``."""
-        return self._json("POST", "jobs", json=body)
+        """Submit a job (see the API's submit body); returns the job plus ``warnings``. The jobs
+        of ``after`` may be named as ``resolve`` takes them."""
+        return self._json("POST", "jobs", json=self._after_resolved(body))
 
     def resubmit(self, job_id: str, **changes) -> dict:
         """Run an earlier job's notebook again as a new job, its request changed by ``changes``
         (parameters merged); returns the new job plus ``warnings``."""
-        return self._json("POST", f"jobs/{quote(job_id)}/resubmit", json=changes)
+        return self._json("POST", f"jobs/{quote(job_id)}/resubmit", json=self._after_resolved(changes))
 
     def check_resubmit(self, job_id: str, **changes) -> dict:
         """What ``resubmit`` would give, with nothing submitted."""
-        return self._json("POST", f"jobs/{quote(job_id)}/resubmit/check", json=changes)
+        return self._json("POST", f"jobs/{quote(job_id)}/resubmit/check", json=self._after_resolved(changes))
 
     def check(self, **body) -> dict:
         """What submitting ``body`` would give (place in line, expected start, ``warnings``),
         with nothing submitted; raises what a submit would refuse."""
-        return self._json("POST", "check", json=body)
+        return self._json("POST", "check", json=self._after_resolved(body))
 
     def jobs(
         self, state: str | None = None, fingerprint: str | None = None, limit: int | None = None,
@@ -143,6 +144,13 @@ class E31Client:
                 f"id, or `{LAST}` for your newest job."
             )
         return _only_match(ref, [job for job in self.jobs() if _starts(job["id"], ref)])
+
+    def _after_resolved(self, body: dict) -> dict:
+        after = body.get("after")
+        if not after:
+            return body
+        refs = [after] if isinstance(after, str) else after
+        return {**body, "after": [self.resolve(ref) if isinstance(ref, str) else ref for ref in refs]}
 
     def job(self, job_id: str) -> dict:
         return self._json("GET", f"jobs/{quote(job_id)}")

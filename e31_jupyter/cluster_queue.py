@@ -28,6 +28,8 @@ HAND_OVER_S = 120.0  # a job still without a handle this long after submit lost 
 
 
 class ClusterQueue(Queue):
+    supports_after = False  # Slurm would have to be told (--dependency); not yet
+
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
         self._last_poll = 0.0

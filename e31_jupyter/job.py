@@ -167,6 +167,7 @@ class JobSpec:
     reports: list[str] = field(default_factory=lambda: list(REPORT_FORMATS))
     image: str = ""  # the container image (container backends only)
     max_output_bytes: int = 50 << 30  # collected files past this are left out, and listed
+    after: list[str] = field(default_factory=list)  # jobs that must succeed before it starts (dependencies.py)
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -179,7 +180,7 @@ class JobSpec:
 _SUBMIT_FIELDS = {
     "path", "notebook", "notebook_name", "folder", "parameters", "data", "gpus", "max_runtime",
     "expected_runtime", "deadline", "name", "team", "outputs", "reports", "inputs", "fingerprint",
-    "image", "memory", "cpus",
+    "image", "memory", "cpus", "after",
 }  # fmt: skip
 _CONTAINER_FIELDS = ("image", "memory", "cpus")
 

@@ -60,6 +60,7 @@ def _cell_parser() -> argparse.ArgumentParser:
     parser.add_argument("--max-runtime", type=cli.duration, metavar="DUR")
     parser.add_argument("--expected-runtime", type=cli.duration, metavar="DUR")
     parser.add_argument("--deadline", metavar="WHEN", help="ISO 8601, +6h or 08:00")
+    parser.add_argument("--after", action="append", metavar="JOB", help="start only once this job has succeeded")
     parser.add_argument("--name")
     parser.add_argument("--team")
     parser.add_argument(
@@ -367,6 +368,7 @@ def _request(args: argparse.Namespace) -> dict:
         "image": args.image,
         "memory": args.memory,
         "cpus": args.cpus,
+        "after": args.after,
     }
     return {k: v for k, v in request.items() if v is not None}
 

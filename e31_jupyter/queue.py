@@ -28,6 +28,7 @@ from pathlib import Path
 
 from . import gpus as gpu_inventory
 from . import meter, policy
+from .dependencies import Standing, broken_reason, standing, validate_after
 from .errors import Conflict, E31Error, InvalidRequest, NotFound
 from .job import (
     ACTIVE_STATES,
@@ -66,6 +67,7 @@ LOCK_RETRY_S = 1.0  # how often a server that is not the scheduler tries to beco
 # What a resubmit may change; the rest comes from the earlier job.
 RESUBMIT_CHANGES = frozenset({
     "gpus", "max_runtime", "expected_runtime", "deadline", "name", "team", "parameters", "outputs", "reports",
+    "after",
 })  # fmt: skip
 
 
@@ -102,6 +104,8 @@ class Settings:
 
 
 class Queue:
+    supports_after = True  # jobs may wait for others to succeed (dependencies.py)
+
     def __init__(self, data_dir: Path, backend, settings: Settings, clock=time.time):
         self.data_dir = Path(data_dir)
         self.jobs_root = self.data_dir / "jobs"
@@ -127,6 +131,8 @@ class Queue:
         self._line_seen: policy.Snapshot | None = None  # what the policy saw when the line was made
         self._forecast: tuple[Line | None, Forecast] = (None, Forecast())  # a line's forecast
         self._line_made = (0.0, (0, 0))  # when (time.monotonic()) and at which store.version()
+        self._held: dict[str, Standing] = {}  # queued jobs out of the line: waiting for others
+        self._held_deadlines: dict[str, float | None] = {}
         self.history = History(self.store, machine_gpus=len(settings.inventory or ()))  # None: a cluster's
         self._ticker: asyncio.Task | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -210,7 +216,7 @@ class Queue:
         await self._record(job_id, proposal.spec, _record_fields(job_id, caller, proposal.spec, body, now))
         job = self.store.get(job_id)
         line = self.positions()
-        if job["state"] == JobState.QUEUED.value and isinstance(line, Line):
+        if job["state"] == JobState.QUEUED.value and isinstance(line, Line) and self._standing(job).ready:
             line.join(pending(job))
         self._schedule_soon()
         return self.describe(job, line), proposal.warnings
@@ -221,12 +227,14 @@ class Queue:
         now = self.clock()
         proposal = await self._propose(caller, body, kernels, root_dir, now)
         record = _record_fields(CHECK_ID, caller, proposal.spec, body, now)
-        place, outlook = await self._would_take(proposal.spec, pending(record), now)
+        waiting = self._standing(record).waiting_for
+        place, outlook = (None, Forecast()) if waiting else await self._would_take(proposal.spec, pending(record), now)
         return {
             "submitted": False,
             "name": record["name"],
             "queue_position": place,
             **_outlook_view(CHECK_ID, outlook),
+            "waiting_for": waiting,
             "request": _request_view(record),
             "work": _work_view(record["spec"]),
             "warnings": proposal.warnings,
@@ -262,6 +270,7 @@ class Queue:
                     f"data: {str(path)!r} holds e31's own data directory; name the files or "
                     "folders the job needs instead."
                 )
+        after = self._valid_after(caller, body.get("after"))
         inputs = inputs_path(body.get("inputs"))
         await asyncio.to_thread(check_size, data + ([inputs] if inputs else []), self.settings.max_input_bytes)
         notebook, notebook_name, folder = notebook_from_request(body, root_dir)
@@ -280,8 +289,29 @@ class Queue:
             reports=reports,
             image=validate_image(body, limits),
             max_output_bytes=self.settings.max_output_bytes,
+            after=after,
         )
         return Proposal(spec, notebook, data, inputs, warnings)
+
+    def _valid_after(self, caller: Caller, value) -> list[str]:
+        """The jobs a submit asks to run after: each one the caller may see, none ended
+        without succeeding."""
+        after = validate_after(value)
+        if after and not self.supports_after:
+            raise InvalidRequest(
+                "after: this queue hands jobs to a cluster scheduler, which e31 does not yet tell "
+                "of dependencies. Submit the job once the others have succeeded."
+            )
+        for job_id in after:
+            job = self.store.get(job_id)
+            if job is None or not (caller.is_admin or job["owner"] == caller.name):
+                raise InvalidRequest(f"after: no job '{job_id}'. List your jobs with `e31 jobs`.")
+            if job["state"] in ("failed", "cancelled", "expired"):
+                raise InvalidRequest(
+                    f"after: job {job_id} ({job['name']}) has {job['state']}, so there is nothing to run "
+                    "after. Run it again first (e31 resubmit), or leave it out."
+                )
+        return after
 
     async def resubmit(
         self, caller: Caller, job_id: str, changes: dict, kernels: list[str], root_dir: Path
@@ -417,7 +447,9 @@ class Queue:
     def _make_line(self, now: float, running: list[dict] | None = None) -> policy.Snapshot:
         """Put the queued jobs in line as of ``now``; returns what the policy saw."""
         version = self.store.version()
-        queued = [pending(j) for j in self.store.queued_requests()]
+        rows = self.store.queued_requests()
+        self._held = self._holding(rows)
+        queued = [pending(j) for j in rows if j["id"] not in self._held]
         if running is None:
             running = self.store.jobs((JobState.RUNNING.value,), brief=True)
         snapshot = self.history.snapshot(now, self.settings.inventory, running)
@@ -425,6 +457,21 @@ class Queue:
         self._line_seen = snapshot
         self._line_made = (time.monotonic(), version)
         return snapshot
+
+    def _holding(self, rows) -> dict[str, Standing]:
+        """The queued jobs still waiting for others (or that others let down), and where they stand."""
+        waits = {r["id"]: json.loads(r["after_jobs"]) for r in rows if r["after_jobs"] != "[]"}
+        if not waits:
+            return {}
+        states = self.store.states(sorted({job_id for after in waits.values() for job_id in after}))
+        found = {job_id: standing(after, states) for job_id, after in waits.items()}
+        self._held_deadlines = {r["id"]: r["deadline"] for r in rows if r["id"] in waits}
+        return {job_id: where for job_id, where in found.items() if not where.ready}
+
+    def _standing(self, job: dict) -> Standing:
+        """Where one job (a store row or a record) stands with the jobs it runs after."""
+        after = job["after_jobs"]
+        return standing(after, self.store.states(after)) if after else Standing()
 
     def forecast(self) -> Forecast:
         """What is expected of the jobs at the head of the line (``forecast.py``), worked out
@@ -456,6 +503,7 @@ class Queue:
             "reason": job["reason"],
             "queue_position": (positions or {}).get(job["id"]),
             **self._outlook(job),
+            "waiting_for": self._standing(job).waiting_for if job["state"] == JobState.QUEUED.value else [],
             "request": _request_view(job),
             "gpus": job["granted"],
             "meter": self._meter(job),
@@ -534,6 +582,7 @@ class Queue:
         now = self.clock()
         running = self.store.jobs((JobState.RUNNING.value,), brief=True)
         snapshot = self._make_line(now, running)
+        self._expire_held(now)
         if len(self._line) == 0:
             return
         decision = self.policy.walk(self._line.ordered, snapshot)
@@ -548,6 +597,19 @@ class Queue:
             self._start_job(job_id, devices, now)
             self._line.leave(job_id)
         self._pass_s = time.monotonic() - started
+
+    def _expire_held(self, now: float) -> None:
+        """Jobs whose earlier jobs ended without succeeding, or whose deadline passed while they
+        waited for them, expire: they can no longer run as asked."""
+        for job_id, where in self._held.items():
+            deadline = self._held_deadlines.get(job_id)
+            if where.broken:
+                reason = broken_reason(where.broken)
+            elif deadline is not None and deadline < now:
+                reason = f"deadline passed while it waited for {', '.join(where.waiting_for)}"
+            else:
+                continue
+            self.store.transition(job_id, ("queued",), "expired", reason, now, finished_at=now)
 
     def _schedule_soon(self) -> None:
         """Schedule now, or, when the last pass was a moment ago, once for everything that
@@ -696,7 +758,7 @@ def _record_fields(job_id: str, caller: Caller, spec: JobSpec, body: dict, now: 
         "max_runtime_s": request.max_runtime_s, "expected_runtime_s": request.expected_runtime_s,
         "max_runtime_given": int(request.max_runtime_given), "deadline": request.deadline,
         "submitted_at": now, "fingerprint": validate_text(body, "fingerprint"),
-        "spec": {k: v for k, v in spec.to_dict().items() if k != "request"},
+        "spec": {k: v for k, v in spec.to_dict().items() if k != "request"}, "after_jobs": spec.after,
     }  # fmt: skip
 
 
@@ -717,6 +779,7 @@ def _request_view(job: dict) -> dict:
         "max_runtime_s": job["max_runtime_s"],
         "expected_runtime_s": job["expected_runtime_s"],
         "deadline": iso(job["deadline"]),
+        "after": job.get("after_jobs") or [],
     }
 
 

@@ -39,7 +39,8 @@ CREATE TABLE IF NOT EXISTS jobs (
     position INTEGER,  -- place in a cluster scheduler's queue (cluster_queue.py)
     node TEXT,  -- the cluster node a job runs on
     spec TEXT NOT NULL DEFAULT '{}',  -- what the job declared (its notebook, parameters, outputs)
-    result TEXT NOT NULL DEFAULT '{}'  -- what it handed back, in short (files, values, progress)
+    result TEXT NOT NULL DEFAULT '{}',  -- what it handed back, in short (files, values, progress)
+    after_jobs TEXT NOT NULL DEFAULT '[]'  -- jobs it runs after (dependencies.py)
 );
 CREATE INDEX IF NOT EXISTS jobs_by_state ON jobs(state, submitted_at, id);
 CREATE INDEX IF NOT EXISTS jobs_submitted ON jobs(submitted_at, id);
@@ -59,11 +60,13 @@ CREATE INDEX IF NOT EXISTS transitions_job ON transitions(job_id, seq);
 
 log = logging.getLogger("e31")
 
-_JSON_COLUMNS = ("granted", "spec", "result")
+_JSON_COLUMNS = ("granted", "spec", "result", "after_jobs")
 REQUEST_COLUMNS = (
     "id", "owner", "team", "gpus_requested", "max_runtime_s", "expected_runtime_s",
-    "max_runtime_given", "deadline", "submitted_at",
+    "max_runtime_given", "deadline", "submitted_at", "after_jobs",
 )  # fmt: skip
+# Columns added since the first release: (name, definition), added to an older file at start.
+_ADDED_COLUMNS = (("after_jobs", "TEXT NOT NULL DEFAULT '[]'"),)
 # What scheduling, the meter and the pool need of a job: no spec or result to decode.
 BRIEF_COLUMNS = (
     "id", "owner", "name", "team", "state", "gpus_requested", "max_runtime_s", "expected_runtime_s",
@@ -115,9 +118,21 @@ class Store:
         self._db.execute("PRAGMA synchronous=NORMAL")
         with self._lock:
             self._db.executescript(_SCHEMA)  # idempotent; executescript manages its transaction
+            self._add_new_columns()
         self._own_writes = 0
         self._reserve = self.path.with_name(self.path.name + ".reserve")
         _make_reserve(self._reserve)
+
+    def _add_new_columns(self) -> None:
+        """Bring a store made by an older e31 up to date (another server may be doing the same)."""
+        have = {row[1] for row in self._db.execute("PRAGMA table_info(jobs)")}
+        for name, definition in _ADDED_COLUMNS:
+            if name not in have:
+                try:
+                    self._db.execute(f"ALTER TABLE jobs ADD COLUMN {name} {definition}")
+                except sqlite3.OperationalError as error:
+                    if "duplicate column" not in str(error):
+                        raise
 
     def close(self) -> None:
         with self._lock:
@@ -291,6 +306,17 @@ class Store:
                 (job_id,),
             )
             return [dict(r) for r in rows]
+
+    def states(self, job_ids: list[str]) -> dict[str, str]:
+        """Job id -> state, for those of ``job_ids`` that exist."""
+        with self._lock:
+            found = {}
+            for start in range(0, len(job_ids), 500):  # SQLite's limit on parameters is 999 or more
+                chunk = job_ids[start : start + 500]
+                marks = ", ".join("?" * len(chunk))
+                rows = self._db.execute(f"SELECT id, state FROM jobs WHERE id IN ({marks})", chunk)
+                found.update({r["id"]: r["state"] for r in rows})
+            return found
 
     def job_ids(self) -> set[str]:
         with self._lock:

@@ -79,6 +79,9 @@ def _bad_submits(tmp_path):
         ({"path": good, "notebook": {}}, ["exactly one of path"]),
         ({"path": good, "folder": str(tmp_path)}, ["folder goes with notebook"]),
         ({"notebook": _inline(good), "folder": str(tmp_path / "nowhere")}, ["folder", "not a folder"]),
+        ({"path": good, "after": "261201-00000000"}, ["after", "no job '261201-00000000'"]),
+        ({"path": good, "after": [3]}, ["after", "list of job ids"]),
+        ({"path": good, "after": [f"j{i}" for i in range(101)]}, ["after", "at most 100"]),
     ]
 
 

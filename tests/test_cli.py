@@ -170,6 +170,19 @@ def test_a_sweep_refused_part_way_says_what_was_submitted(start_server, gated, c
     wait_state(client, blocker["id"], "succeeded")
 
 
+def test_after_holds_a_job_until_the_one_it_names_has_succeeded(e31, client, gated):
+    first = wait_state(client, gated.submit(client, "first", gpus=1)["id"], "running")
+    code, out, err = e31("submit", TRAIN, "--after", "last", "--name", "then", "--check")
+    assert code == 0 and f"then: would be queued (waiting for {first['id']} to succeed)" in out, err
+    code, out, err = e31("submit", TRAIN, "--after", first["id"].split("-")[1], "--name", "then")
+    assert code == 0 and out.endswith(f"queued (waiting for {first['id']} to succeed)\n"), err
+    then_id = out.split()[0]
+    row = next(line for line in e31("jobs")[1].splitlines() if line.startswith(then_id))
+    assert row.split()[2:5] == ["queued", "-", "after"] and first["id"].split("-")[1] in row
+    gated.open("first")
+    assert wait_state(client, then_id, "succeeded", "failed", "expired")["state"] == "succeeded"
+
+
 def test_resubmit_runs_a_job_again_with_what_was_changed(e31, client, trained):
     code, out, err = e31("resubmit", trained, "-p", "epochs", 2, "--gpus", 2, "--check")
     assert code == 0, err

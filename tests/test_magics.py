@@ -192,6 +192,14 @@ def test_line_commands(kernel, client, gated):
     assert "Usage" in kernel.run("%e31 frobnicate").stderr
 
 
+def test_a_cell_can_wait_for_another_job_to_succeed(kernel, client, gated):
+    first = wait_state(client, gated.submit(client, "first", gpus=1)["id"], "running")
+    then = client.job(_job_id(kernel.run(f"%%e31 submit --after {first['id'].split('-')[1]}\nlater = 2")))
+    assert then["state"] == "queued" and then["waiting_for"] == [first["id"]]
+    gated.open("first")
+    assert wait_state(client, then["id"], "succeeded", "failed", "expired")["state"] == "succeeded"
+
+
 def test_kernels_started_by_the_server_find_the_queue_by_themselves(server):
     """The server puts its address and token in its kernels' environment: no setup in them."""
     import psutil

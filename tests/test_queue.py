@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import json
+import time
 
 import nbformat
 import pytest
 from conftest import EXAMPLES, ts, wait_for, wait_state, write_notebook
+
+from e31_jupyter.errors import InvalidRequest
 
 
 def test_three_one_gpu_jobs_on_two_gpus(client, gated):
@@ -223,3 +226,38 @@ def _store_row(server, job_id: str) -> dict:
     with sqlite3.connect(server.data_dir / "e31.sqlite") as db:
         db.row_factory = sqlite3.Row
         return dict(db.execute("SELECT * FROM jobs WHERE id = ?", (job_id,)).fetchone())
+
+
+# -- jobs that run after others ----------------------------------------------------------------
+
+
+def test_a_job_runs_only_once_the_job_it_is_after_has_succeeded(client, gated, tmp_path):
+    first = wait_state(client, gated.submit(client, "first", gpus=1)["id"], "running")
+    then = client.submit(path=str(write_notebook(tmp_path / "then.ipynb", "x = 1")), gpus=1, after=first["id"])
+    assert (then["state"], then["queue_position"], then["expected_start"]) == ("queued", None, None)
+    assert then["waiting_for"] == [first["id"]] and then["request"]["after"] == [first["id"]]
+    time.sleep(1.5)  # the queue takes a pass every second
+    assert client.gpus()["free"] == 1  # a GPU is free, and still it waits
+    assert client.job(then["id"])["state"] == "queued" and client.job(then["id"])["queue_position"] is None
+    gated.open("first")
+    then = wait_state(client, then["id"], "succeeded", "failed", "expired")
+    assert then["state"] == "succeeded" and then["waiting_for"] == []
+    assert ts(then["started_at"]) >= ts(client.job(first["id"])["finished_at"])
+
+
+def test_a_job_after_one_that_failed_expires_and_says_which(client, tmp_path):
+    failing = client.submit(path=str(write_notebook(tmp_path / "bad.ipynb", "1 / 0")))
+    after = client.submit(path=str(write_notebook(tmp_path / "ok.ipynb", "x = 1")), after=[failing["id"]])
+    after = wait_state(client, after["id"], "expired", "succeeded", "failed")
+    assert after["state"] == "expired" and after["started_at"] is None
+    assert f"{failing['id']} failed" in after["reason"] and "nothing to run after" in after["reason"]
+    with pytest.raises(InvalidRequest, match="has failed, so there is nothing to run after"):
+        client.submit(path=str(tmp_path / "ok.ipynb"), after=[failing["id"]])
+
+
+def test_a_deadline_that_passes_while_a_job_waits_for_another_expires_it(client, gated, tmp_path):
+    first = wait_state(client, gated.submit(client, "first", gpus=1)["id"], "running")
+    late = client.submit(path=str(write_notebook(tmp_path / "late.ipynb", "x = 1")), after=first["id"], deadline="+2s")
+    late = wait_state(client, late["id"], "expired", timeout=10)
+    assert "deadline passed while it waited for " + first["id"] in late["reason"]
+    gated.open("first")

@@ -118,6 +118,8 @@ def test_two_jobs_run_a_third_pends_cancel_and_meter(timeout_job, server, client
     with pytest.raises(E31Error) as checked:  # and a check says the same (sbatch --test-only)
         client.check(path=str(gated.notebook), gpus=3)
     assert checked.value.message == refused.value.message
+    with pytest.raises(E31Error, match="after: this queue hands jobs to a cluster scheduler"):  # not passed on yet
+        gated.submit(client, "then", gpus=1, after=a["id"])
 
     # A check: Slurm's own estimate of the start (the 10-minute limits of the jobs ahead), no
     # place in line (Slurm's priorities decide it), and nothing queued.

@@ -125,6 +125,11 @@ describe('format', () => {
     expect(jobSummary(hopeless, new Date(2024, 5, 3, 9, 0).getTime())).toMatch(
       /^waiting .* · expected to expire · due 18:30$/
     );
+    const after = { ...due, expected_start: null, waiting_for: ['240603-b90c4400'] };
+    expect(jobSummary(after, new Date(2024, 5, 3, 9, 0).getTime())).toMatch(
+      /^waiting .* · after job b90c4400 · due 18:30$/
+    );
+    expect(expectedWords(after)).toBe('waiting for 240603-b90c4400 to succeed');
     expect(
       jobSummary(
         job({

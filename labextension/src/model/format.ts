@@ -172,11 +172,13 @@ export function jobSummary(job: IJob, now: number = Date.now()): string {
   switch (job.state) {
     case 'queued': {
       const waiting = `waiting ${formatDuration(secondsBetween(job.submitted_at, null, now))}`;
-      const expected = job.expected_to_expire
-        ? ' · expected to expire'
-        : job.expected_start
-          ? ` · starts ${formatUntil(job.expected_start, new Date(now))}`
-          : '';
+      const expected = job.waiting_for?.length
+        ? ` · after ${waitingWords(job.waiting_for)}`
+        : job.expected_to_expire
+          ? ' · expected to expire'
+          : job.expected_start
+            ? ` · starts ${formatUntil(job.expected_start, new Date(now))}`
+            : '';
       const deadline = job.request.deadline
         ? ` · due ${formatTime(job.request.deadline, new Date(now))}`
         : '';
@@ -205,6 +207,9 @@ export function expectedWords(job: IJob, now: Date = new Date()): string {
   if (job.state === 'running') {
     return job.expected_end ? `expected to end ${formatUntil(job.expected_end, now)}` : '';
   }
+  if (job.waiting_for?.length) {
+    return `waiting for ${job.waiting_for.join(', ')} to succeed`;
+  }
   if (job.expected_to_expire) {
     return 'expected to expire: its deadline is out of reach';
   }
@@ -227,6 +232,9 @@ export function sweepName(name: string): { base: string; point: string | null } 
 
 /** Where a checked request would wait, in a sentence: "Would start now, expected to end in 10m." */
 export function outlookText(check: ISubmitCheck, now: Date = new Date()): string {
+  if (check.waiting_for?.length) {
+    return `Would wait for ${waitingWords(check.waiting_for)} to succeed, then join the line.`;
+  }
   if (check.expected_to_expire) {
     return 'Would expire before it starts: its deadline is out of reach behind the jobs ahead.';
   }
@@ -241,6 +249,11 @@ export function outlookText(check: ISubmitCheck, now: Date = new Date()): string
   return start === 'now'
     ? `Would start now${end}.`
     : `Would wait at position ${check.queue_position}, expected to start ${start}${end}.`;
+}
+
+/** The jobs a job waits for, in few words: "job b90c4400", "3 jobs". */
+function waitingWords(ids: string[]): string {
+  return ids.length === 1 ? `job ${ids[0].split('-').pop()}` : `${ids.length} jobs`;
 }
 
 /** Progress as a fraction in [0, 1], or null when unknown. */

@@ -57,11 +57,15 @@ export interface IJob {
   expected_end?: string | null;
   /** Whether the forecast expects the queue to give up on it before it starts (deadline out of reach). */
   expected_to_expire?: boolean;
+  /** The jobs a queued job still waits for (it runs only once they have succeeded). */
+  waiting_for?: string[];
   request: {
     gpus: number;
     max_runtime_s: number | null;
     expected_runtime_s: number | null;
     deadline: string | null;
+    /** The jobs it runs after. */
+    after?: string[];
   };
   /** Device ids granted; empty unless the job ran. */
   gpus: string[];
@@ -112,6 +116,7 @@ export interface ISubmitCheck {
   expected_start: string | null;
   expected_end: string | null;
   expected_to_expire: boolean;
+  waiting_for?: string[];
   warnings: string[];
 }
 
