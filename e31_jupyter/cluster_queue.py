@@ -15,6 +15,7 @@ import logging
 import time
 
 from .backends import BackendStatus
+from .dependencies import broken_reason
 from .errors import Conflict, E31Error
 from .forecast import Forecast
 from .job import ACTIVE_STATES, FINAL_STATES, JobSpec, JobState
@@ -28,8 +29,6 @@ HAND_OVER_S = 120.0  # a job still without a handle this long after submit lost 
 
 
 class ClusterQueue(Queue):
-    supports_after = False  # Slurm would have to be told (--dependency); not yet
-
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
         self._last_poll = 0.0
@@ -49,8 +48,23 @@ class ClusterQueue(Queue):
     async def _hand_over(self, job_id: str, spec: JobSpec) -> dict:
         """Submit to the cluster: if the scheduler refuses the job (an unknown partition, say),
         the user gets its message and no job exists."""
-        handle = await asyncio.to_thread(self.backend.submit, job_id, self.jobdir(job_id), spec)
+        after = self._handles_of_active(spec.after)
+        handle = await asyncio.to_thread(self.backend.submit, job_id, self.jobdir(job_id), spec, after)
         return {"handle": json.dumps(handle)}
+
+    def _handles_of_active(self, after: list[str]) -> list[dict]:
+        """The cluster's handles of the jobs of ``after`` that have not ended: the cluster holds
+        the job until they succeed (those that already did hold nothing up; the cluster may have
+        forgotten them)."""
+        handles = []
+        for job_id in after:
+            job = self.store.get(job_id)
+            if job["state"] not in ACTIVE_STATES:
+                continue
+            if not job["handle"]:
+                raise Conflict(f"after: job {job_id} is still being handed to the cluster; submit again in a moment.")
+            handles.append(json.loads(job["handle"]))
+        return handles
 
     async def _record(self, job_id: str, spec: JobSpec, record: dict) -> None:
         await super()._record(job_id, spec, record)
@@ -141,6 +155,22 @@ class ClusterQueue(Queue):
             job = self.store.get(job_id)  # as it is now: a cancel may have come meanwhile
             if job is not None and job["state"] in ACTIVE_STATES:
                 self._follow(job, status)
+        for job_id, handle in self._expire_let_down():
+            await asyncio.to_thread(self.backend.cancel, job_id, handle)
+
+    def _expire_let_down(self) -> list[tuple[str, dict]]:
+        """Queued jobs whose earlier jobs ended without succeeding expire; returns those the
+        cluster must drop too (it would keep them pending, their dependency never satisfied)."""
+        now, dropped = self.clock(), []
+        for job_id, where in self._holding(self.store.queued_requests()).items():
+            if not where.broken:
+                continue  # the cluster holds it until they succeed
+            reason = broken_reason(where.broken)
+            if self.store.transition(job_id, ("queued",), "expired", reason, now, finished_at=now):
+                handle = self.store.get(job_id)["handle"]
+                if handle:
+                    dropped.append((job_id, json.loads(handle)))
+        return dropped
 
     def _find_unhanded(self, jobs: list[dict]) -> None:
         """Jobs whose server stopped while handing them to the cluster: the cluster may have

@@ -104,8 +104,6 @@ class Settings:
 
 
 class Queue:
-    supports_after = True  # jobs may wait for others to succeed (dependencies.py)
-
     def __init__(self, data_dir: Path, backend, settings: Settings, clock=time.time):
         self.data_dir = Path(data_dir)
         self.jobs_root = self.data_dir / "jobs"
@@ -297,11 +295,6 @@ class Queue:
         """The jobs a submit asks to run after: each one the caller may see, none ended
         without succeeding."""
         after = validate_after(value)
-        if after and not self.supports_after:
-            raise InvalidRequest(
-                "after: this queue hands jobs to a cluster scheduler, which e31 does not yet tell "
-                "of dependencies. Submit the job once the others have succeeded."
-            )
         for job_id in after:
             job = self.store.get(job_id)
             if job is None or not (caller.is_admin or job["owner"] == caller.name):

@@ -118,8 +118,6 @@ def test_two_jobs_run_a_third_pends_cancel_and_meter(timeout_job, server, client
     with pytest.raises(E31Error) as checked:  # and a check says the same (sbatch --test-only)
         client.check(path=str(gated.notebook), gpus=3)
     assert checked.value.message == refused.value.message
-    with pytest.raises(E31Error, match="after: this queue hands jobs to a cluster scheduler"):  # not passed on yet
-        gated.submit(client, "then", gpus=1, after=a["id"])
 
     # A check: Slurm's own estimate of the start (the 10-minute limits of the jobs ahead), no
     # place in line (Slurm's priorities decide it), and nothing queued.
@@ -177,6 +175,23 @@ def test_a_deadline_that_cannot_be_met_expires_and_a_failing_cell_fails(
         failing["state"] == "failed" and "ValueError: no convergence" in failing["reason"]
     )  # the worker's words
     assert slurm.job_info(_slurm_id(server, failing["id"]))["JobState"] == "FAILED"
+
+
+def test_slurm_holds_a_job_after_another_and_e31_drops_one_after_a_failure(server, client, slurm, gated, tmp_path):
+    first = wait_state(client, gated.submit(client, "first", gpus=1, max_runtime="10m")["id"], "running", timeout=30)
+    quick = write_notebook(tmp_path / "quick.ipynb", "x = 1")
+    then = client.submit(path=str(quick), gpus=1, after=first["id"], name="then")
+    assert then["waiting_for"] == [first["id"]]
+    assert wait_for(lambda: _with_reason(client, then["id"], "Dependency"), 15, what="then to pend on its dependency")
+    assert slurm.job_info(_slurm_id(server, then["id"]))["Dependency"].startswith(f"afterok:{_slurm_id(server, first['id'])}")
+    failing = client.submit(path=str(write_notebook(tmp_path / "bad.ipynb", "1 / 0")), gpus=0)
+    doomed = client.submit(path=str(quick), gpus=0, after=failing["id"], name="doomed")
+    doomed = wait_state(client, doomed["id"], "expired", "succeeded", "failed", "cancelled", timeout=60)
+    assert doomed["state"] == "expired" and f"{failing['id']} failed" in doomed["reason"]
+    assert wait_for(lambda: slurm.job_info(_slurm_id(server, doomed["id"]))["JobState"] == "CANCELLED", 15)
+    gated.open("first")
+    then = wait_state(client, then["id"], "succeeded", "failed", "expired", timeout=60)
+    assert then["state"] == "succeeded" and ts(then["started_at"]) >= ts(client.job(first["id"])["finished_at"]) - 1
 
 
 def test_a_restarted_server_shows_what_slurm_did_meanwhile(start_slurm_server, slurm, gated):

@@ -54,7 +54,7 @@ PENDING_REASONS = {  # Slurm's reason, and what it means for the user
     "JobHeldUser": "held by its owner (scontrol hold)",
     "JobHeldAdmin": "held by an administrator",
     "BeginTime": "its start time has not come",
-    "Dependency": "waiting for another job",
+    "Dependency": "waiting for the jobs it runs after",
     "ReqNodeNotAvail": "the nodes it needs are unavailable",
     "PartitionDown": "the partition is down",
 }
@@ -159,12 +159,14 @@ class SlurmBackend:
             )  # fmt: skip
         return self.shared_dir
 
-    def submit(self, job_id: str, jobdir: JobDir, spec: JobSpec) -> dict:
-        """``sbatch``: Slurm's message (a bad partition, say) becomes the user's error."""
+    def submit(self, job_id: str, jobdir: JobDir, spec: JobSpec, after: list[dict] = ()) -> dict:
+        """``sbatch``: Slurm's message (a bad partition, say) becomes the user's error. ``after``:
+        handles of jobs that must succeed first (``--dependency=afterok``)."""
         script = jobdir.path.resolve() / SCRIPT
         script.write_text(self.batch_script(job_id, jobdir))
         script.chmod(0o755)
-        output = self._run(["sbatch", *self.sbatch_args(job_id, jobdir, spec), str(script)], refused=True)
+        dependency = [f"--dependency=afterok:{':'.join(h['slurm_id'] for h in after)}"] if after else []
+        output = self._run(["sbatch", *self.sbatch_args(job_id, jobdir, spec), *dependency, str(script)], refused=True)
         slurm_id = output.strip().split(";")[0]  # "ID" or "ID;CLUSTER"
         return {"slurm_id": slurm_id, "jobdir": str(jobdir.path.resolve())}
 
