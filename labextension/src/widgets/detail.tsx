@@ -146,6 +146,12 @@ function DetailView(props: { model: JobDetailModel; actions: IDetailActions }): 
             <dd>{formatDuration(job.request.expected_runtime_s)}</dd>
             <dt>Deadline</dt>
             <dd>{formatTimestamp(job.request.deadline)}</dd>
+            {job.request.after?.length ? (
+              <>
+                <dt>Runs after</dt>
+                <dd className="e31-Detail-after">{job.request.after.join(', ')}</dd>
+              </>
+            ) : null}
             {job.work?.data?.length ? (
               <>
                 <dt>Data</dt>
@@ -163,7 +169,9 @@ function DetailView(props: { model: JobDetailModel; actions: IDetailActions }): 
                 ? [
                     job.gpus.length
                       ? `GPU${job.gpus.length === 1 ? '' : 's'} ${job.gpus.join(', ')}`
-                      : `waiting · #${job.queue_position ?? '?'} in queue`,
+                      : job.queue_position
+                        ? `waiting · #${job.queue_position} in queue`
+                        : 'waiting',
                     expectedWords(job)
                   ]
                     .filter(Boolean)

@@ -204,6 +204,30 @@ def test_a_sweeps_jobs_are_told_apart_by_their_point(lab, api, context):
     page.close()
 
 
+def test_a_job_after_another_says_what_it_waits_for(lab, api, context):
+    first = api.submit(
+        path=str(gated_notebook(lab, "first")), name="first", gpus=1, parameters={"gate": gate(lab, "first")}
+    )
+    wait_state(api, first["id"], "running")
+    then = api.submit(path=str(gated_notebook(lab, "then")), name="then", gpus=1, after=first["id"],
+                      parameters={"gate": gate(lab, "then")})  # fmt: skip
+    page = context.new_page()
+    open_lab(page, lab, "after")
+    show_panel(page)
+    row = job_row(page, "then")
+    hexpart = first["id"].split("-")[1]
+    expect(row.locator(".e31-JobRow-summary")).to_contain_text(f"after job {hexpart}")
+    expect(row.locator(".e31-JobRow-position")).to_have_count(0)  # no place in line yet
+    row.click()
+    detail = page.locator(f'.e31-Detail-body[data-job-id="{then["id"]}"]')
+    expect(detail.locator(".e31-Detail-after")).to_have_text(first["id"])
+    expect(detail).to_contain_text(f"waiting for {first['id']} to succeed")
+    (lab.root / "gate-first").touch()
+    (lab.root / "gate-then").touch()
+    expect(row).to_have_attribute("data-state", "succeeded", timeout=JOB_END_WAIT)
+    page.close()
+
+
 def test_an_impossible_deadline_shows_the_servers_message_and_the_dialog_stays_open(lab, api, context):
     notebook = write_notebook(lab.root / "deadline.ipynb", "x = 1", parameters="n = 1")
     page = context.new_page()
