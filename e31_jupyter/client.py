@@ -143,7 +143,7 @@ class E31Client:
                 f"'{ref}' is too short to name a job: give at least {SHORTEST_REF} characters of its "
                 f"id, or `{LAST}` for your newest job."
             )
-        return _only_match(ref, [job for job in self.jobs() if _starts(job["id"], ref)])
+        return _only_match(ref, [job for job in self.jobs() if _id_starts_with(job["id"], ref)])
 
     def _after_resolved(self, body: dict) -> dict:
         after = body.get("after")
@@ -262,7 +262,7 @@ class E31Client:
         return root
 
 
-def _starts(job_id: str, ref: str) -> bool:
+def _id_starts_with(job_id: str, ref: str) -> bool:
     return job_id.startswith(ref) or job_id.partition("-")[2].startswith(ref)
 
 

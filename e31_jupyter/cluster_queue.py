@@ -162,7 +162,7 @@ class ClusterQueue(Queue):
         """Queued jobs whose earlier jobs ended without succeeding expire; returns those the
         cluster must drop too (it would keep them pending, their dependency never satisfied)."""
         now, dropped = self.clock(), []
-        for job_id, where in self._holding(self.store.queued_requests()).items():
+        for job_id, (where, _) in self._holding(self.store.queued_requests()).items():
             if not where.broken:
                 continue  # the cluster holds it until they succeed
             reason = broken_reason(where.broken)

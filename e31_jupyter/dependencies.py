@@ -12,10 +12,11 @@ from dataclasses import dataclass, field
 from typing import Iterable
 
 from .errors import InvalidRequest
+from .job import FINAL_STATES, JobState
 
 MAX_AFTER = 100  # jobs one job may wait for
-SUCCEEDED = "succeeded"
-ENDED_OTHERWISE = ("failed", "cancelled", "expired")
+SUCCEEDED = JobState.SUCCEEDED.value
+ENDED_OTHERWISE = tuple(state for state in FINAL_STATES if state != SUCCEEDED)
 
 
 @dataclass

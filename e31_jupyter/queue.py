@@ -28,7 +28,7 @@ from pathlib import Path
 
 from . import gpus as gpu_inventory
 from . import meter, policy
-from .dependencies import Standing, broken_reason, standing, validate_after
+from .dependencies import ENDED_OTHERWISE, Standing, broken_reason, standing, validate_after
 from .errors import Conflict, E31Error, InvalidRequest, NotFound
 from .job import (
     ACTIVE_STATES,
@@ -129,8 +129,8 @@ class Queue:
         self._line_seen: policy.Snapshot | None = None  # what the policy saw when the line was made
         self._forecast: tuple[Line | None, Forecast] = (None, Forecast())  # a line's forecast
         self._line_made = (0.0, (0, 0))  # when (time.monotonic()) and at which store.version()
-        self._held: dict[str, Standing] = {}  # queued jobs out of the line: waiting for others
-        self._held_deadlines: dict[str, float | None] = {}
+        # Queued jobs out of the line, waiting for others: where they stand, and their deadline.
+        self._held: dict[str, tuple[Standing, float | None]] = {}
         self.history = History(self.store, machine_gpus=len(settings.inventory or ()))  # None: a cluster's
         self._ticker: asyncio.Task | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -299,7 +299,7 @@ class Queue:
             job = self.store.get(job_id)
             if job is None or not (caller.is_admin or job["owner"] == caller.name):
                 raise InvalidRequest(f"after: no job '{job_id}'. List your jobs with `e31 jobs`.")
-            if job["state"] in ("failed", "cancelled", "expired"):
+            if job["state"] in ENDED_OTHERWISE:
                 raise InvalidRequest(
                     f"after: job {job_id} ({job['name']}) has {job['state']}, so there is nothing to run "
                     "after. Run it again first (e31 resubmit), or leave it out."
@@ -451,15 +451,16 @@ class Queue:
         self._line_made = (time.monotonic(), version)
         return snapshot
 
-    def _holding(self, rows) -> dict[str, Standing]:
-        """The queued jobs still waiting for others (or that others let down), and where they stand."""
-        waits = {r["id"]: json.loads(r["after_jobs"]) for r in rows if r["after_jobs"] != "[]"}
-        if not waits:
+    def _holding(self, rows) -> dict[str, tuple[Standing, float | None]]:
+        """The queued jobs (store rows) still waiting for others, or that others let down: where
+        each stands, and its deadline."""
+        waiting = [r for r in rows if r["after_jobs"] != "[]"]
+        if not waiting:
             return {}
-        states = self.store.states(sorted({job_id for after in waits.values() for job_id in after}))
-        found = {job_id: standing(after, states) for job_id, after in waits.items()}
-        self._held_deadlines = {r["id"]: r["deadline"] for r in rows if r["id"] in waits}
-        return {job_id: where for job_id, where in found.items() if not where.ready}
+        after = {r["id"]: json.loads(r["after_jobs"]) for r in waiting}
+        states = self.store.states(sorted({job_id for ids in after.values() for job_id in ids}))
+        found = {r["id"]: (standing(after[r["id"]], states), r["deadline"]) for r in waiting}
+        return {job_id: held for job_id, held in found.items() if not held[0].ready}
 
     def _standing(self, job: dict) -> Standing:
         """Where one job (a store row or a record) stands with the jobs it runs after."""
@@ -594,8 +595,7 @@ class Queue:
     def _expire_held(self, now: float) -> None:
         """Jobs whose earlier jobs ended without succeeding, or whose deadline passed while they
         waited for them, expire: they can no longer run as asked."""
-        for job_id, where in self._held.items():
-            deadline = self._held_deadlines.get(job_id)
+        for job_id, (where, deadline) in self._held.items():
             if where.broken:
                 reason = broken_reason(where.broken)
             elif deadline is not None and deadline < now:
