@@ -23,7 +23,9 @@ from types import ModuleType
 from IPython.core.magic import Magics, line_cell_magic, magics_class
 from traitlets import Int, Unicode
 
-from . import cli, values, widgets
+from . import values, widgets
+from .cli import arguments, commands, listing
+from .cli.parser import build_parser
 from .client import FINAL_STATES, E31Client, safe_destination
 from .errors import E31Error, InvalidRequest
 from .notebook_checks import left_behind_warnings
@@ -57,8 +59,8 @@ class _Done(Exception):
 def _cell_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="%%e31 submit", description="Run this cell as an unattended job.")
     parser.add_argument("--gpus", type=int, default=0)
-    parser.add_argument("--max-runtime", type=cli.duration, metavar="DUR")
-    parser.add_argument("--expected-runtime", type=cli.duration, metavar="DUR")
+    parser.add_argument("--max-runtime", type=arguments.duration, metavar="DUR")
+    parser.add_argument("--expected-runtime", type=arguments.duration, metavar="DUR")
     parser.add_argument("--deadline", metavar="WHEN", help="ISO 8601, +6h or 08:00")
     parser.add_argument("--after", action="append", metavar="JOB", help="start only once this job has succeeded")
     parser.add_argument("--name")
@@ -70,7 +72,7 @@ def _cell_parser() -> argparse.ArgumentParser:
     parser.add_argument("--out", dest="outputs", metavar="NAMES", help="names to return (default: all assigned)")
     parser.add_argument("--output", dest="files", action="append", metavar="GLOB", help="files to collect")
     parser.add_argument("--data", action="append", metavar="PATH", help="a file or folder to copy in")
-    cli.container_options(parser)
+    arguments.container_options(parser)
     after = parser.add_mutually_exclusive_group()
     after.add_argument("--wait", action="store_true", help="block until it ends, then collect")
     after.add_argument(
@@ -209,13 +211,13 @@ class E31Magics(Magics):
         command, rest = argv[0], argv[1:]
         if command == "collect":
             parser = _Parser(prog="%e31 collect")
-            parser.add_argument("job", metavar="JOB", help=cli.JOB_HELP)
+            parser.add_argument("job", metavar="JOB", help=arguments.JOB_HELP)
             parser.add_argument("--to", metavar="DIR", help=f"where files go (default {self.outputs_dir}/NAME)")
             args = parser.parse_args(rest)
             return self.collect(self.client.resolve(args.job), args.to)
         if command == "wait":
             parser = _Parser(prog="%e31 wait")
-            parser.add_argument("job", metavar="JOB", help=cli.JOB_HELP)
+            parser.add_argument("job", metavar="JOB", help=arguments.JOB_HELP)
             job = self.client.wait(self.client.resolve(parser.parse_args(rest).job))
             self.show(job)
             return job
@@ -232,7 +234,7 @@ class E31Magics(Magics):
 
     def submit_notebook(self, argv: list[str]) -> dict | list[dict] | None:
         args = _cli_args(["submit", *argv])
-        bodies = cli.submit_bodies(args)
+        bodies = arguments.submit_bodies(args)
         if len(bodies) > 1:
             return self._sweep(bodies, args)
         if args.check:
@@ -242,20 +244,20 @@ class E31Magics(Magics):
     def _sweep(self, bodies: list[dict], args) -> list[dict] | None:
         """A line per job of the sweep, and the jobs widget to follow them."""
         if args.check:
-            cli.check_sweep(self.client, bodies)
+            commands.check_sweep(self.client, bodies)
             return None
-        jobs = cli.submit_sweep(self.client, bodies)
-        cli.print_job_lines(jobs)
+        jobs = commands.submit_sweep(self.client, bodies)
+        listing.print_job_lines(jobs)
         widgets.show_jobs(self.client)
         if args.wait:
             jobs = [self.client.wait(job["id"]) for job in jobs]
-            cli.print_job_lines(jobs)
+            listing.print_job_lines(jobs)
         return jobs
 
     def resubmit(self, argv: list[str]) -> dict:
         """An earlier job's notebook again, as ``e31 resubmit`` takes it."""
         args = _cli_args(["resubmit", *argv])
-        job_id, changes = self.client.resolve(args.job), cli.request_changes(args)
+        job_id, changes = self.client.resolve(args.job), arguments.request_changes(args)
         if args.check:
             return self.show_check(self.client.check_resubmit(job_id, **changes))
         return self._follow(self.client.resubmit(job_id, **changes), args.wait)
@@ -272,13 +274,13 @@ class E31Magics(Magics):
 
     def show(self, job: dict, warnings: list[str] = ()) -> None:
         """A line for the record (and for terminals), and the live job widget."""
-        cli.print_warnings(warnings)
-        print(f"e31: job {job['id']} ({job['name']}): {cli.describe(job)}")
+        listing.print_warnings(warnings)
+        print(f"e31: job {job['id']} ({job['name']}): {listing.describe(job)}")
         widgets.show_job(self.client, job, on_collect=self.collect)
 
     def show_check(self, check: dict, warnings: list[str] = ()) -> dict:
-        cli.print_warnings([*check["warnings"], *warnings])
-        print(f"e31: {cli.describe_check(check)}")
+        listing.print_warnings([*check["warnings"], *warnings])
+        print(f"e31: {listing.describe_check(check)}")
         return check
 
     def collect(self, job_id: str, to: str | None = None) -> dict:
@@ -408,7 +410,7 @@ def _safe_name(name: str) -> str:
 def _cli_args(argv: list[str]) -> argparse.Namespace:
     """Parse with the e31 CLI's own parser, so the line magics take the CLI's options."""
     try:
-        args, extra = cli.build_parser().parse_known_args(argv)
+        args, extra = build_parser().parse_known_args(argv)
     except SystemExit:  # argparse printed the usage or the help
         raise _Done() from None
     if extra:

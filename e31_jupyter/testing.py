@@ -47,7 +47,7 @@ class ServerProcess:
 
     def command(self) -> list[str]:
         """``e31 serve`` (a Jupyter server with only the e31 extension) on this port and data dir."""
-        from .cli import launcher_argv
+        from .cli.launch import launcher_argv
 
         args = [
             f"--port={self.port}", "--ip=127.0.0.1", f"--IdentityProvider.token={self.token}",

@@ -5,19 +5,12 @@ from datetime import datetime, timedelta, timezone
 
 import pytest
 
-from e31_jupyter.cli import (
-    build_parser,
-    describe,
-    format_jobs,
-    format_seconds,
-    format_table,
-    format_until,
-    launcher_argv,
-    main,
-    parameter_value,
-    submit_bodies,
-    submit_body,
-)
+from e31_jupyter.cli import main
+from e31_jupyter.cli.arguments import parameter_value, submit_bodies, submit_body
+from e31_jupyter.cli.launch import launcher_argv
+from e31_jupyter.cli.listing import describe, format_jobs, format_table
+from e31_jupyter.cli.parser import build_parser
+from e31_jupyter.text import format_seconds, format_until
 from e31_jupyter.client import safe_destination
 from e31_jupyter.errors import InvalidRequest
 

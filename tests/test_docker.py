@@ -16,7 +16,8 @@ from docker_fixtures import BARE_IMAGE, FULL_IMAGE, DockerEngine, build_test_ima
 import e31_jupyter
 from e31_jupyter import gpus, magics
 from e31_jupyter.backends.docker import DockerBackend
-from e31_jupyter.cli import build_parser, submit_body
+from e31_jupyter.cli.arguments import submit_body
+from e31_jupyter.cli.parser import build_parser
 from e31_jupyter.client import E31Client
 from e31_jupyter.errors import E31Error, InvalidRequest
 from e31_jupyter.job import ContainerLimits, JobSpec, Limits, validate_image, validate_request

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 import requests
 
-from e31_jupyter.cli import launcher_argv
+from e31_jupyter.cli.launch import launcher_argv
 from e31_jupyter.testing import free_port
 
 CHROMIUM = "/usr/bin/chromium"

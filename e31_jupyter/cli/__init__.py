@@ -1,0 +1,34 @@
+"""The ``e31`` command: submit notebooks as GPU jobs, follow them, collect their output.
+
+``parser`` names the commands and their options, ``arguments`` turns options into a request,
+``commands`` does each command through the client, ``listing`` formats what they print,
+``launch`` starts Jupyter for ``e31 lab`` and ``e31 serve``.
+"""
+
+from __future__ import annotations
+
+import sys
+
+from ..client import E31Client
+from ..errors import E31Error
+from .launch import LAUNCHERS, launch
+from .parser import build_parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args, extra = parser.parse_known_args(argv)
+    if args.command in LAUNCHERS:
+        return launch(args.command, extra)
+    if extra:
+        parser.error(f"unrecognized arguments: {' '.join(extra)}")
+    try:
+        return args.run(E31Client(args.url, args.token), args)
+    except E31Error as error:
+        print(f"e31: {error.message}", file=sys.stderr)
+        return 2
+    except OSError as error:  # e.g. collect cannot write where it was told to
+        print(f"e31: {error}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        return 130

@@ -1,0 +1,120 @@
+"""What the ``e31`` command line (and the magics, which share its options) turns into a request:
+typed values, the submit body, the option groups."""
+
+from __future__ import annotations
+
+import argparse
+import os
+from pathlib import Path
+
+from .. import sweep
+
+JOB_HELP = "a job's id, or enough of it to be unique (its part after the dash will do), or `last`: your newest job"
+
+
+def parameter_value(text: str):
+    """A ``-p NAME VALUE`` value typed as papermill's CLI types it: bool, None, int, float or str."""
+    literals = {"True": True, "False": False, "None": None}
+    if text in literals:
+        return literals[text]
+    for cast in (int, float):
+        try:
+            return cast(text)
+        except ValueError:
+            pass
+    return text
+
+
+def duration(text: str) -> int | str:
+    """A run time as given: whole seconds become a number, "90m" or "6h" go to the server as is."""
+    return int(text) if text.isdigit() else text
+
+
+def positive_int(text: str) -> int:
+    if not text.isdigit() or int(text) == 0:
+        raise argparse.ArgumentTypeError(f"a whole number of 1 or more, got {text!r}")
+    return int(text)
+
+
+def submit_body(args: argparse.Namespace) -> dict:
+    """The submit request for ``e31 submit`` arguments; local paths made absolute."""
+    body = {"path": os.path.abspath(args.notebook), **request_changes(args)}
+    if args.data:
+        body["data"] = [os.path.abspath(path) for path in args.data]
+    container = {"image": args.image, "memory": args.memory, "cpus": args.cpus}
+    body.update({key: value for key, value in container.items() if value is not None})
+    return body
+
+
+def submit_bodies(args: argparse.Namespace) -> list[dict]:
+    """``submit_body`` once per point of the ``--sweep`` grid (once without one)."""
+    body = submit_body(args)
+    points = sweep.points(args.sweep or [], body.get("parameters", {}), parameter_value)
+    return sweep.bodies(body, points, args.name or Path(args.notebook).stem)
+
+
+def request_changes(args: argparse.Namespace) -> dict:
+    """What ``request_options`` were given: for a submit, or the changes of a resubmit."""
+    given = {
+        "gpus": args.gpus,
+        "max_runtime": args.max_runtime,
+        "expected_runtime": args.expected_runtime,
+        "deadline": args.deadline,
+        "name": args.name,
+        "team": args.team,
+        "outputs": args.outputs,
+        "reports": args.reports,
+        "after": args.after,
+    }
+    if args.parameters:
+        given["parameters"] = {name: parameter_value(value) for name, value in args.parameters}
+    return {key: value for key, value in given.items() if value is not None}
+
+
+def request_options(parser: argparse.ArgumentParser, defaults: str = "") -> None:
+    """-p, --gpus, run times, --deadline, --name, --team, --output, --report; ``defaults`` says
+    where what is not given comes from, when not from the usual defaults."""
+
+    def default(usual: str = "") -> str:
+        return f"; default: {defaults or usual}" if defaults or usual else ""
+
+    parser.add_argument(
+        "-p", "--parameters", nargs=2, action="append", metavar=("NAME", "VALUE"),
+        help="a papermill parameter; VALUE typed as papermill does (int, float, True/False/None, str)",
+    )
+    parser.add_argument("--gpus", type=int, help=f"GPUs to hold{default('0')}")
+    parser.add_argument(
+        "--max-runtime", type=duration, metavar="DUR", help=f"stop it after this: 90m, 6h, 1d or seconds{default()}"
+    )
+    parser.add_argument("--expected-runtime", type=duration, metavar="DUR", help=f"how long it should take{default()}")
+    parser.add_argument("--deadline", metavar="WHEN", help="finish by: ISO 8601, +6h or 08:00")
+    parser.add_argument(
+        "--after", action="append", metavar="JOB",
+        help="start only once this job has succeeded (repeatable: all of them); `last` is your newest job",
+    )
+    parser.add_argument("--name", help=f"a name for the job{default()}")
+    parser.add_argument("--team", help=f"the team to charge{default()}")
+    parser.add_argument(
+        "--output", dest="outputs", action="append", metavar="GLOB",
+        help=f"files to collect (repeatable{default('all it wrote')})",
+    )
+    parser.add_argument(
+        "--report", dest="reports", action="append", metavar="FORMAT",
+        help=f"report format (repeatable{default('html')})",
+    )
+
+
+def wait_or_check(parser: argparse.ArgumentParser) -> None:
+    after = parser.add_mutually_exclusive_group()
+    after.add_argument("--wait", action="store_true", help="wait for the end; exit 0 only if it succeeded")
+    after.add_argument(
+        "--check", action="store_true",
+        help="submit nothing: say what the submit would refuse or warn of, and where the job would wait",
+    )
+
+
+def container_options(parser: argparse.ArgumentParser) -> None:
+    """--image, --memory, --cpus: for queues that run jobs in containers (c.E31.backend = 'docker')."""
+    parser.add_argument("--image", help="the container image to run in (default: the queue's)")
+    parser.add_argument("--memory", metavar="SIZE", help="the container's memory limit, e.g. 16g")
+    parser.add_argument("--cpus", type=float, help="the container's CPU limit, e.g. 8 or 0.5")

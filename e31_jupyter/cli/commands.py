@@ -1,0 +1,237 @@
+"""What each ``e31`` command does, given a client and its parsed arguments."""
+
+from __future__ import annotations
+
+import sys
+import time
+from fnmatch import fnmatchcase
+from pathlib import Path
+
+from ..client import FINAL_STATES, E31Client
+from ..errors import E31Error
+from .arguments import request_changes, submit_bodies
+from .listing import (
+    as_json,
+    describe,
+    describe_check,
+    format_gpus,
+    format_job,
+    format_jobs,
+    format_meter,
+    gpu_hours,
+    print_job_lines,
+    print_warnings,
+)
+
+
+def cmd_submit(client: E31Client, args) -> int:
+    bodies = submit_bodies(args)
+    if len(bodies) > 1:
+        return check_sweep(client, bodies, args.json) if args.check else _follow_sweep(client, bodies, args)
+    if args.check:
+        return _print_check(client.check(**bodies[0]), args)
+    return _follow_submitted(client, client.submit(**bodies[0]), args)
+
+
+def check_sweep(client: E31Client, bodies: list[dict], in_json: bool = False) -> int:
+    checks = [client.check(**body) for body in bodies]
+    print_warnings(dict.fromkeys(w for check in checks for w in check["warnings"]))  # each once
+    if in_json:
+        print(as_json(checks))
+        return 0
+    for check in checks:
+        print(describe_check(check))
+    print(f"{len(checks)} jobs, each checked as if submitted alone; nothing was submitted")
+    return 0
+
+
+def _follow_sweep(client: E31Client, bodies: list[dict], args) -> int:
+    """Submit every point; with --wait, follow them all to their end (exit 0 only if every one
+    succeeded)."""
+    jobs = submit_sweep(client, bodies)
+    if args.wait:
+        if not args.json:
+            print_job_lines(jobs, file=sys.stderr)
+        jobs = [client.wait(job["id"]) for job in jobs]
+    if args.json:
+        print(as_json(jobs))
+    else:
+        print_job_lines(jobs)
+    return 0 if not args.wait or all(job["state"] == "succeeded" for job in jobs) else 1
+
+
+def submit_sweep(client: E31Client, bodies: list[dict]) -> list[dict]:
+    """Submit every point of a sweep; a refusal part way says which were submitted before it."""
+    jobs = []
+    for body in bodies:
+        try:
+            jobs.append(client.submit(**body))
+        except E31Error as error:
+            if not jobs:
+                raise
+            submitted = ", ".join(job["id"] for job in jobs)
+            raise E31Error(
+                f"{error.message} {len(jobs)} of the sweep's {len(bodies)} jobs were submitted before that "
+                f"({submitted}); {bodies[len(jobs)]['name']} and the rest were not.",
+                error.status,
+            ) from None
+    print_warnings(dict.fromkeys(w for job in jobs for w in job.get("warnings") or []))
+    return jobs
+
+
+
+
+def cmd_resubmit(client: E31Client, args) -> int:
+    job_id = client.resolve(args.job)
+    if args.check:
+        return _print_check(client.check_resubmit(job_id, **request_changes(args)), args)
+    return _follow_submitted(client, client.resubmit(job_id, **request_changes(args)), args)
+
+
+def _follow_submitted(client: E31Client, job: dict, args) -> int:
+    """Say what was submitted; with --wait, follow it to its end (exit 0 only if it succeeded)."""
+    print_warnings(job.get("warnings") or [])
+    if not args.wait:
+        print(as_json(job) if args.json else f"{job['id']}  {describe(job)}")
+        return 0
+    if not args.json:
+        print(f"{job['id']}  {describe(job)}", file=sys.stderr)
+    job = client.wait(job["id"], on_update=None if args.json else _progress_printer(job))
+    print(as_json(job) if args.json else f"{job['id']}  {describe(job)}  {gpu_hours(job)} GPU-h")
+    return 0 if job["state"] == "succeeded" else 1
+
+
+def _print_check(check: dict, args) -> int:
+    print_warnings(check["warnings"])
+    print(as_json(check) if args.json else describe_check(check))
+    return 0
+
+
+
+
+
+
+def _progress_printer(job: dict):
+    """An on_update callback that prints the job's state to stderr whenever it changes."""
+    last = describe(job)
+
+    def on_update(job: dict) -> None:
+        nonlocal last
+        text = describe(job)
+        if text != last and job["state"] not in FINAL_STATES:
+            print(f"{job['id']}  {text}", file=sys.stderr)
+        last = text
+
+    return on_update
+
+
+def cmd_jobs(client: E31Client, args) -> int:
+    if args.name:
+        jobs = [job for job in client.jobs(args.state) if fnmatchcase(job["name"], args.name)][: args.limit]
+    else:
+        jobs = client.jobs(args.state, limit=args.limit)
+    if args.json:
+        print(as_json({"jobs": jobs}))
+    elif args.quiet:
+        for job in jobs:
+            print(job["id"])
+    else:
+        print(format_jobs(jobs) if jobs else f"No {args.state + ' ' if args.state else ''}jobs{_named(args.name)}.")
+    return 0
+
+
+def _named(pattern: str | None) -> str:
+    return f" named {pattern}" if pattern else ""
+
+
+def cmd_status(client: E31Client, args) -> int:
+    job = client.job(client.resolve(args.job))
+    print(as_json(job) if args.json else format_job(job))
+    return 0
+
+
+def cmd_logs(client: E31Client, args) -> int:
+    job_id = client.resolve(args.job)
+    if args.tail is not None:
+        text = client.log_tail(job_id, args.tail)
+        if text:
+            print(text.rstrip("\n"))
+        return 0
+    offset = 0
+    while True:
+        chunk = client.log(job_id, offset)
+        sys.stdout.write(chunk["text"])
+        sys.stdout.flush()
+        offset = chunk["offset"]
+        if chunk["final"] or (not chunk["text"] and not args.follow):
+            return 0
+        if not chunk["text"]:
+            time.sleep(1.0)
+
+
+def cmd_wait(client: E31Client, args) -> int:
+    """Block until every job named has ended; a line for each as it ends. Exit 0 only if all
+    of them succeeded."""
+    job_ids = _resolve_all(client, args.job)
+    ended = []
+    for job_id in job_ids:
+        ended.append(client.wait(job_id))
+        print_job_lines(ended[-1:])
+    return 0 if all(job["state"] == "succeeded" for job in ended) else 1
+
+
+def cmd_cancel(client: E31Client, args) -> int:
+    """Cancel each job named (all named first: a name that fits no job cancels nothing); one
+    that cannot be cancelled does not stop the others."""
+
+    def cancel(job_id: str) -> None:
+        job = client.cancel(job_id)
+        print(f"{job['id']}  {describe(job)}")
+
+    return _each(client, args.job, cancel)
+
+
+def _resolve_all(client: E31Client, refs: list[str]) -> list[str]:
+    """The ids of the jobs named, each once: all of them before anything is done to one."""
+    return list(dict.fromkeys(client.resolve(ref) for ref in refs))
+
+
+def _each(client: E31Client, refs: list[str], action) -> int:
+    """``action`` on each job named, all named first. With one job its error is the command's;
+    with several, one refused (its message names it) does not stop the others: exit 2 after."""
+    job_ids = _resolve_all(client, refs)
+    if len(job_ids) == 1:
+        action(job_ids[0])
+        return 0
+    refused = 0
+    for job_id in job_ids:
+        try:
+            action(job_id)
+        except E31Error as error:
+            print(f"e31: {error.message}", file=sys.stderr)
+            refused += 1
+    return 2 if refused else 0
+
+
+def cmd_collect(client: E31Client, args) -> int:
+    """Collect each job named into a folder of its own: ``--to DIR`` itself for one job,
+    ``DIR/e31-JOB`` for several. One not finished yet does not stop the others."""
+    several = len(args.job) > 1
+
+    def collect(job_id: str) -> None:
+        to = Path(args.to or ".") / f"e31-{job_id}" if several else args.to or f"e31-{job_id}"
+        print(f"Collected job {job_id} into {client.collect(job_id, to)}")
+
+    return _each(client, args.job, collect)
+
+
+def cmd_meter(client: E31Client, args) -> int:
+    meter = client.meter(args.since, args.until)
+    print(as_json(meter) if args.json else format_meter(meter))
+    return 0
+
+
+def cmd_gpus(client: E31Client, args) -> int:
+    inventory = client.gpus()
+    print(as_json(inventory) if args.json else format_gpus(inventory))
+    return 0

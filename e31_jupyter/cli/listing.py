@@ -1,0 +1,158 @@
+"""Jobs, the meter and the GPUs as the terminal shows them: tables, one-line states, warnings."""
+
+from __future__ import annotations
+
+import json
+import sys
+from datetime import datetime
+
+from ..client import FINAL_STATES
+from ..text import format_age, format_outlook, format_seconds, format_until
+
+
+def format_table(headers: list[str], rows: list[list]) -> str:
+    """Left-aligned columns, two spaces apart; None shows as '-'."""
+    cells = [headers] + [["-" if cell is None else str(cell) for cell in row] for row in rows]
+    widths = [max(len(row[i]) for row in cells) for i in range(len(headers))]
+    return "\n".join("  ".join(c.ljust(w) for c, w in zip(row, widths)).rstrip() for row in cells)
+
+
+def describe(job: dict) -> str:
+    """The job's state in a few words: 'queued (position 2)', 'running on GPU 0 (3/10 cells)'."""
+    state, reason = job["state"], job.get("reason")
+    if state == "queued":
+        details = [f"position {job['queue_position']}"] if job.get("queue_position") else []
+        details += format_outlook(job)
+        return f"queued ({', '.join(details)})" if details else "queued"
+    if state == "running" and reason and reason.startswith("cancelling"):
+        return reason
+    if state == "running":
+        text = "running on GPU " + ",".join(job["gpus"]) if job.get("gpus") else "running"
+        progress = job.get("progress") or {}
+        details = [f"{progress['cells_done']}/{progress['cells_total']} cells"] if progress.get("cells_total") else []
+        details += format_outlook(job)
+        return f"{text} ({', '.join(details)})" if details else text
+    return f"{state}: {reason}" if reason and state != "succeeded" else state
+
+
+def gpu_hours(job: dict) -> str:
+    return f"{(job.get('meter') or {}).get('gpu_hours') or 0:.2f}"
+
+
+def format_jobs(jobs: list[dict], now: datetime | None = None) -> str:
+    rows = [
+        [
+            job["id"],
+            _shorten(job.get("name") or "", 32),
+            job["state"],
+            job.get("queue_position"),
+            _starts(job, now),
+            (job.get("request") or {}).get("gpus", 0),
+            gpu_hours(job),
+            format_age(job.get("submitted_at"), now),
+        ]
+        for job in jobs
+    ]
+    return format_table(["ID", "NAME", "STATE", "POS", "STARTS", "GPUS", "GPU-H", "AGE"], rows)
+
+
+def _starts(job: dict, now: datetime | None) -> str | None:
+    """The STARTS column: when, or 'expires', or 'after JOB' while it waits for other jobs."""
+    waiting = job.get("waiting_for") or []
+    if waiting:
+        return f"after {waiting[0].partition('-')[2]}" + (f" +{len(waiting) - 1}" if len(waiting) > 1 else "")
+    return "expires" if job.get("expected_to_expire") else format_until(job.get("expected_start"), now)
+
+
+def format_job(job: dict) -> str:
+    request, meter = job.get("request") or {}, job.get("meter") or {}
+    gpus = request.get("gpus", 0)
+    wanted = [f"{gpus} GPU{'' if gpus == 1 else 's'}"]
+    if request.get("max_runtime_s"):
+        wanted.append(f"max {format_seconds(request['max_runtime_s'])}")
+    if request.get("expected_runtime_s"):
+        wanted.append(f"expected {format_seconds(request['expected_runtime_s'])}")
+    if request.get("deadline"):
+        wanted.append(f"deadline {request['deadline']}")
+    owner = job.get("owner") or "-"
+    work = job.get("work") or {}
+    fields = [
+        ("job", job["id"]),
+        ("name", job.get("name")),
+        ("owner", f"{owner} (team {job['team']})" if job.get("team") else owner),
+        ("state", describe(job)),
+        ("request", ", ".join(wanted)),
+        ("meter", f"{gpu_hours(job)} GPU-h, {meter.get('cost') or 0:.2f} {meter.get('currency') or ''}"),
+        ("notebook", work.get("notebook")),
+        *([("params", _parameters(work["parameters"]))] if work.get("parameters") else []),
+        *([("data", ", ".join(work["data"]))] if work.get("data") else []),
+        ("files", job.get("files_count")),
+        ("submitted", job.get("submitted_at")),
+        ("started", job.get("started_at")),
+        ("finished", job.get("finished_at")),
+    ]
+    lines = [f"{label + ':':<11}{'-' if value is None else value}" for label, value in fields]
+    transitions = job.get("transitions") or []
+    if transitions:
+        lines.append("history:")
+    for step in transitions:
+        reason = f"  {step['reason']}" if step.get("reason") else ""
+        lines.append(f"  {step.get('at')}  {step.get('from') or '-'} -> {step.get('to')}{reason}")
+    return "\n".join(lines)
+
+
+def _parameters(parameters: dict) -> str:
+    """``epochs=3, opt='adam'``: as the notebook will read them."""
+    return ", ".join(f"{name}={value!r}" for name, value in parameters.items())
+
+
+def format_meter(meter: dict) -> str:
+    currency = meter.get("currency") or ""
+    lines = [
+        f"{meter['since']} .. {meter['until']}: "
+        f"{meter['gpu_hours']:.2f} GPU-h, {meter['cost']:.2f} {currency}".rstrip()
+    ]
+    for title, usage in (("USER", meter.get("by_user")), ("TEAM", meter.get("by_team"))):
+        if usage:
+            rows = [[who, f"{u['gpu_hours']:.2f}", f"{u['cost']:.2f}"] for who, u in sorted(usage.items())]
+            lines += ["", format_table([title, "GPU-H", f"COST {currency}".rstrip()], rows)]
+    return "\n".join(lines)
+
+
+def format_gpus(inventory: dict) -> str:
+    rows = [[gpu["id"], gpu.get("job"), gpu.get("job_name"), gpu.get("owner")] for gpu in inventory["gpus"]]
+    summary = (
+        f"{inventory['total']} GPUs ({inventory['source']}), {inventory['free']} free; "
+        f"{inventory['running']} running, {inventory['queued']} queued"
+    )
+    return format_table(["GPU", "JOB", "NAME", "OWNER"], rows) + "\n" + summary
+
+
+def _shorten(text: str, width: int) -> str:
+    """Cut in the middle, so that both ends show: a sweep's jobs differ at the end of the name."""
+    if len(text) <= width:
+        return text
+    head = (width - 1) // 2
+    return text[:head] + "…" + text[len(text) - (width - 1 - head) :]
+
+
+def as_json(value) -> str:
+    return json.dumps(value, indent=2)
+
+
+def print_job_lines(jobs: list[dict], file=None) -> None:
+    """A line per job: id, name, state in words, and GPU-hours once it has ended."""
+    for job in jobs:
+        ended = f"  {gpu_hours(job)} GPU-h" if job["state"] in FINAL_STATES else ""
+        print(f"{job['id']}  {job['name']}  {describe(job)}{ended}", file=file)
+
+
+def print_warnings(warnings) -> None:
+    for warning in warnings:
+        print(f"e31: warning: {warning}", file=sys.stderr)
+
+
+def describe_check(check: dict) -> str:
+    """A checked submit in a line: 'train: would be queued (position 3, expected to start in
+    12m, to end in 1h12m); nothing was submitted'."""
+    return f"{check['name']}: would be {describe({**check, 'state': 'queued'})}; nothing was submitted"

@@ -1,0 +1,110 @@
+"""The ``e31`` command line: its commands and their options."""
+
+from __future__ import annotations
+
+import argparse
+
+from .arguments import JOB_HELP, container_options, positive_int, request_options, wait_or_check
+from .commands import (
+    cmd_cancel,
+    cmd_collect,
+    cmd_gpus,
+    cmd_jobs,
+    cmd_logs,
+    cmd_meter,
+    cmd_resubmit,
+    cmd_status,
+    cmd_submit,
+    cmd_wait,
+)
+
+STATES = ("queued", "running", "succeeded", "failed", "cancelled", "expired")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="e31",
+        description="Queue notebooks as GPU jobs on an e31 Jupyter server.",
+        epilog="The server is --url/--token, else $E31_URL/$E31_TOKEN, else a running Jupyter "
+        "server with e31 on this machine.",
+        allow_abbrev=False,
+    )
+    parser.add_argument("--url", help="server URL, e.g. http://localhost:8888/")
+    parser.add_argument("--token", help="the server's token")
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    def command(name: str, run, help: str, **kwargs) -> argparse.ArgumentParser:
+        sub = commands.add_parser(name, help=help, description=help, allow_abbrev=False, **kwargs)
+        sub.set_defaults(run=run)
+        return sub
+
+    def json_flag(sub: argparse.ArgumentParser) -> None:
+        sub.add_argument("--json", action="store_true", help="print the server's JSON")
+
+    submit = command("submit", cmd_submit, "submit a notebook as a job")
+    submit.add_argument("notebook", metavar="NOTEBOOK", help="path of the notebook")
+    request_options(submit)
+    submit.add_argument(
+        "--sweep", nargs="+", action="append", metavar=("NAME", "VALUE"),
+        help="submit one job per value of parameter NAME (repeatable: one job per combination)",
+    )
+    submit.add_argument(
+        "--data", action="append", metavar="PATH", help="a file or folder to copy into the job (repeatable)"
+    )
+    container_options(submit)
+    wait_or_check(submit)
+    json_flag(submit)
+
+    resubmit = command(
+        "resubmit", cmd_resubmit,
+        "run a job's notebook again, with its data and values, as a new job; options change its request "
+        "(parameters are merged; the deadline is not carried over)",
+    )  # fmt: skip
+    resubmit.add_argument("job", metavar="JOB", help=JOB_HELP)
+    request_options(resubmit, defaults="the earlier job's")
+    wait_or_check(resubmit)
+    json_flag(resubmit)
+
+    jobs = command("jobs", cmd_jobs, "list jobs, newest first")
+    jobs.add_argument("--state", choices=STATES)
+    jobs.add_argument("-n", "--limit", type=positive_int, metavar="N", help="only the newest N jobs")
+    jobs.add_argument(
+        "--name", metavar="GLOB", help="only jobs whose name matches, e.g. 'train[*' for a sweep of train"
+    )
+    shown = jobs.add_mutually_exclusive_group()
+    shown.add_argument("-q", "--quiet", action="store_true", help="only their ids, one a line (for e31 cancel ...)")
+    json_flag(shown)
+
+    status = command("status", cmd_status, "show one job")
+    status.add_argument("job", metavar="JOB", help=JOB_HELP)
+    json_flag(status)
+
+    logs = command("logs", cmd_logs, "print a job's log")
+    logs.add_argument("job", metavar="JOB", help=JOB_HELP)
+    follow = logs.add_mutually_exclusive_group()
+    follow.add_argument("-f", "--follow", action="store_true", help="keep printing until the job ends")
+    follow.add_argument("--tail", type=int, metavar="N", help="only the last N lines")
+
+    wait = command("wait", cmd_wait, "wait until jobs have ended; exit 0 only if all succeeded")
+    wait.add_argument("job", metavar="JOB", nargs="+", help=JOB_HELP + " (several: all of them)")
+
+    cancel = command("cancel", cmd_cancel, "cancel jobs")
+    cancel.add_argument("job", metavar="JOB", nargs="+", help=JOB_HELP + " (several: each of them)")
+
+    collect = command("collect", cmd_collect, "download a finished job's notebook, report and files")
+    collect.add_argument("job", metavar="JOB", nargs="+", help=JOB_HELP + " (several: each of them)")
+    collect.add_argument("--to", metavar="DIR", help="where to write (default ./e31-JOB; for several jobs, DIR/e31-JOB)")
+
+    meter = command("meter", cmd_meter, "GPU-hours and cost by user and team (default: last 7 days)")
+    meter.add_argument("--since", metavar="ISO")
+    meter.add_argument("--until", metavar="ISO")
+    json_flag(meter)
+
+    json_flag(command("gpus", cmd_gpus, "which job holds which GPU"))
+
+    for name, help in (
+        ("lab", "run JupyterLab (arguments pass through to jupyter lab)"),
+        ("serve", "run a headless Jupyter server with only e31 (arguments pass through)"),
+    ):
+        command(name, None, help, add_help=False, usage=f"e31 {name} [ARGS...]")
+    return parser
