@@ -20,7 +20,8 @@ from .errors import Conflict, E31Error
 from .forecast import Forecast
 from .job import ACTIVE_STATES, FINAL_STATES, JobSpec, JobState
 from .policy import Pending
-from .queue import Caller, Queue
+from .admission import Caller
+from .queue import Queue
 
 log = logging.getLogger("e31")
 

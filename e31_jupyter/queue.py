@@ -28,7 +28,8 @@ from pathlib import Path
 
 from . import gpus as gpu_inventory
 from . import meter, policy
-from .dependencies import ENDED_OTHERWISE, Standing, broken_reason, standing, validate_after
+from .admission import Admission, Caller
+from .dependencies import Standing, broken_reason, standing
 from .errors import Conflict, E31Error, InvalidRequest, NotFound
 from .job import (
     ACTIVE_STATES,
@@ -37,21 +38,14 @@ from .job import (
     PAGE_SIZE,
     JobSpec,
     JobState,
-    Limits,
     iso,
-    validate_image,
-    validate_outputs,
-    validate_parameters,
-    validate_request,
     validate_text,
 )
 from .forecast import Forecast, run_forward
 from .history import History, pending
 from .jobdir import JobDir
 from .line import Line
-from .notebook_checks import notebook_warnings
-from .packaging import kernel_of, notebook_from_request
-from .staging import Staging, body_again, check_size, data_paths, inputs_path
+from .staging import Staging, body_again
 from .store import Store
 from .text import format_seconds
 from .values import read_index
@@ -69,25 +63,6 @@ RESUBMIT_CHANGES = frozenset({
     "gpus", "max_runtime", "expected_runtime", "deadline", "name", "team", "parameters", "outputs", "reports",
     "after",
 })  # fmt: skip
-
-
-@dataclass(frozen=True)
-class Caller:
-    """Who is asking: the identity from jupyter_server, and whether they are an admin."""
-
-    name: str
-    is_admin: bool = False
-
-
-@dataclass
-class Proposal:
-    """A job as asked for and checked, not yet staged or recorded."""
-
-    spec: JobSpec
-    notebook: dict
-    data: list[Path]
-    inputs: Path | None
-    warnings: list[str]
 
 
 @dataclass
@@ -117,6 +92,7 @@ class Queue:
         self.inbox.mkdir(mode=0o700, exist_ok=True)
         self.staging = Staging(self.jobs_root, self.inbox)
         self.store = Store(self.data_dir / "e31.sqlite")
+        self.admission = Admission(self.store, settings, self.data_dir, backend)
         self.is_scheduler = False
         self._lock_file = None
         self._stopping: set[str] = set()  # running jobs being stopped by this scheduler
@@ -206,7 +182,7 @@ class Queue:
         """Check the request, stage the job's directory, then record it. A job either exists
         whole (directory and record) or not at all."""
         now = self.clock()
-        proposal = await self._propose(caller, body, kernels, root_dir, now)
+        proposal = await self.admission.propose(caller, body, kernels, root_dir, now)
         job_id = _new_job_id()
         await asyncio.to_thread(
             self.staging.stage, job_id, proposal.spec, proposal.notebook, proposal.data, proposal.inputs
@@ -223,7 +199,7 @@ class Queue:
         """What submitting ``body`` now would give, with nothing submitted: the same refusals
         and warnings, and the place in line and expected start the job would have."""
         now = self.clock()
-        proposal = await self._propose(caller, body, kernels, root_dir, now)
+        proposal = await self.admission.propose(caller, body, kernels, root_dir, now)
         record = _record_fields(CHECK_ID, caller, proposal.spec, body, now)
         waiting = self._standing(record).waiting_for
         place, outlook = (None, Forecast()) if waiting else await self._would_take(proposal.spec, pending(record), now)
@@ -247,64 +223,6 @@ class Queue:
             line = self._line
         moment = replace(self._line_seen, now=max(now, self._line_seen.now))
         return line.place_of(job), run_forward(self.policy.walk, line.ordered_with(job), moment)
-
-    async def _propose(self, caller: Caller, body: dict, kernels: list[str], root_dir: Path, now: float) -> Proposal:
-        """The job ``body`` asks for, checked as a submit checks it (raises what it refuses),
-        with the warnings for what it accepts."""
-        if not isinstance(body, dict):
-            raise InvalidRequest("The request body must be a JSON object.")
-        limits = Limits(
-            self.settings.inventory, self.settings.default_max_runtime_s, kernels,
-            container=getattr(self.backend, "container_limits", None),
-        )  # fmt: skip
-        request, warnings = validate_request(body, limits, now)
-        outputs, reports = validate_outputs(body)
-        parameters = validate_parameters(body.get("parameters"))
-        self._check_queued_limit(caller)
-        data = data_paths(body.get("data"), root_dir)
-        for path in data:
-            if self.data_dir.resolve().is_relative_to(path.resolve()):
-                raise InvalidRequest(
-                    f"data: {str(path)!r} holds e31's own data directory; name the files or "
-                    "folders the job needs instead."
-                )
-        after = self._valid_after(caller, body.get("after"))
-        inputs = inputs_path(body.get("inputs"))
-        await asyncio.to_thread(check_size, data + ([inputs] if inputs else []), self.settings.max_input_bytes)
-        notebook, notebook_name, folder = notebook_from_request(body, root_dir)
-        kernel = kernel_of(notebook, kernels)
-        # Reading a long notebook's code takes a while: off the event loop.
-        warnings += await asyncio.to_thread(notebook_warnings, notebook, kernel, parameters, folder, data)
-        spec = JobSpec(
-            name=validate_text(body, "name") or notebook_name.removesuffix(".ipynb"),
-            notebook_name=notebook_name,
-            kernel=kernel,
-            parameters=parameters,
-            data=[str(p) for p in data],
-            request=request,
-            team=validate_text(body, "team"),
-            outputs=outputs,
-            reports=reports,
-            image=validate_image(body, limits),
-            max_output_bytes=self.settings.max_output_bytes,
-            after=after,
-        )
-        return Proposal(spec, notebook, data, inputs, warnings)
-
-    def _valid_after(self, caller: Caller, value) -> list[str]:
-        """The jobs a submit asks to run after: each one the caller may see, none ended
-        without succeeding."""
-        after = validate_after(value)
-        for job_id in after:
-            job = self.store.get(job_id)
-            if job is None or not (caller.is_admin or job["owner"] == caller.name):
-                raise InvalidRequest(f"after: no job '{job_id}'. List your jobs with `e31 jobs`.")
-            if job["state"] in ENDED_OTHERWISE:
-                raise InvalidRequest(
-                    f"after: job {job_id} ({job['name']}) has {job['state']}, so there is nothing to run "
-                    "after. Run it again first (e31 resubmit), or leave it out."
-                )
-        return after
 
     async def resubmit(
         self, caller: Caller, job_id: str, changes: dict, kernels: list[str], root_dir: Path
@@ -334,15 +252,6 @@ class Queue:
         if isinstance(changes.get("parameters"), dict):
             changes = {**changes, "parameters": {**body["parameters"], **changes["parameters"]}}
         return {**body, **changes}
-
-    def _check_queued_limit(self, caller: Caller) -> None:
-        waiting = self.store.count((JobState.QUEUED.value,), owner=caller.name)
-        if waiting >= self.settings.max_queued_per_user:
-            raise E31Error(
-                f"You have {waiting} jobs waiting, the most this queue takes from one user "
-                "(c.E31.max_queued_per_user). Submit again when some have started, or cancel some.",
-                status=429,
-            )
 
     async def _record(self, job_id: str, spec: JobSpec, record: dict) -> None:
         """Record the staged job, then move its directory into place. A crash before the record

@@ -21,7 +21,8 @@ from .. import __version__, values
 from ..errors import Conflict, E31Error, InvalidRequest, NotFound
 from ..job import FINAL_STATES, PAGE_SIZE, parse_iso, whole_number
 from ..outputs import collected_file
-from ..queue import Caller, Queue
+from ..admission import Caller
+from ..queue import Queue
 
 AUTH_RESOURCE = "e31"
 LOG_CHUNK = 1 << 20
