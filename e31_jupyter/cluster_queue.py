@@ -14,13 +14,13 @@ import json
 import logging
 import time
 
+from .admission import Caller
 from .backends import BackendStatus
 from .dependencies import broken_reason
 from .errors import Conflict, E31Error
 from .forecast import Forecast
 from .job import ACTIVE_STATES, FINAL_STATES, JobSpec, JobState
 from .policy import Pending
-from .admission import Caller
 from .queue import Queue
 
 log = logging.getLogger("e31")
@@ -93,9 +93,14 @@ class ClusterQueue(Queue):
     def forecast(self) -> Forecast:
         return Forecast()  # the cluster decides; e31 does not forecast its queue
 
-    async def _would_take(self, spec: JobSpec, job: Pending, now: float) -> tuple[None, Forecast]:
+    async def _would_take(
+        self, spec: JobSpec, job: Pending, waiting_for: list[str], now: float
+    ) -> tuple[None, Forecast]:
         """No place in line (the cluster's priorities decide it); the start is the cluster's
-        own estimate, which also says whether it would take the job at all."""
+        own estimate, which also says whether it would take the job at all. Of a job that
+        would wait for others, the cluster can say nothing yet."""
+        if waiting_for:
+            return None, Forecast()
         start = await asyncio.to_thread(self.backend.expected_start, spec)
         if start is None:
             return None, Forecast()

@@ -1,7 +1,8 @@
 """Jobs that run after others: ``after`` names earlier jobs that must all succeed first.
 
-A job with an ``after`` waits in the queue, out of the policy's line (no place, no expected
-start), until every job it names has succeeded; then it joins the line like any other. When one
+A job with an ``after`` waits in the queue, out of the policy's line (no place in it; the
+forecast expects it to start once the last of them is expected to end), until every job it names
+has succeeded; then it joins the line like any other. When one
 of them ends any other way, there is nothing to run after: the job expires, saying which and
 why. Like Slurm's ``--dependency=afterok``. Pure: the queue reads the states and acts.
 """

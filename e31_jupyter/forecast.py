@@ -8,9 +8,12 @@ declared nothing either; with none longer than it has run, when it ends is not k
 jobs waiting for its GPUs get no expected start rather than a guess (its limit is only a server
 default). Each job the policy starts then holds its GPUs for its own expected run time, judged
 the same way; nothing new arrives. At each expected end the policy takes another pass, exactly
-as the live queue would, lane, reservations and expiry included. Pure, like the policy; only the
-first FORECAST_JOBS jobs in line are forecast, so a forecast costs the same however long the
-queue is.
+as the live queue would, lane, reservations and expiry included. A job waiting for others to
+succeed (``dependencies.py``) joins the end of the line when the last of them is expected to
+end, or expires if its deadline passes before that; one whose earlier jobs get no expected end
+gets no expected start. Pure, like the policy;
+only the first FORECAST_JOBS jobs in line (and as many waiting) are forecast, so a forecast costs
+the same however long the queue is.
 """
 
 from __future__ import annotations
@@ -44,10 +47,16 @@ def expected_starts(
 
 
 def run_forward(
-    walk: Callable[[Sequence[Pending], Snapshot], Decision], ordered: Sequence[Pending], snap: Snapshot
+    walk: Callable[[Sequence[Pending], Snapshot], Decision],
+    ordered: Sequence[Pending],
+    snap: Snapshot,
+    held: Sequence[tuple[Pending, Sequence[str]]] = (),
 ) -> Forecast:
-    """The policy run forward over the first FORECAST_JOBS of ``ordered``, as the module says."""
+    """The policy run forward over the first FORECAST_JOBS of ``ordered``, as the module says;
+    ``held``: jobs out of the line, each with the ids of the jobs it waits for."""
     queue = list(ordered[:FORECAST_JOBS])
+    waiting = list(held[:FORECAST_JOBS])
+    ended: set[str] = set()
     cluster = snap.cluster.copy()
     order = count()  # ties in the heap of ends go by order of start
     ends = [(end, next(order), r) for r in snap.running if (end := _expected_end(r, snap)) is not None]
@@ -74,12 +83,17 @@ def run_forward(
         return [job for job in queue if job.id not in gone]
 
     queue = take_pass(snap.now, queue)
-    while queue and ends:
+    while (queue or waiting) and ends:
         # The live queue takes a pass every second: first what changed before the next end
         # (deadlines out of reach, jobs that became urgent), then what that end frees.
-        queue = take_pass(ends[0][0], queue)
         if queue:
-            queue = take_pass(_release_next(ends, running, cluster), queue)
+            queue = take_pass(ends[0][0], queue)
+        when = _release_next(ends, running, cluster, ended)
+        waiting, ready, late = _settle_waiting(waiting, ended, when)
+        seen.expired |= late
+        queue += ready
+        if queue:
+            queue = take_pass(when, queue)
     return seen
 
 
@@ -101,11 +115,24 @@ def _expected_hold(job: Pending, snap: Snapshot) -> float | None:
     return hold if hold or job.estimate else None
 
 
-def _release_next(ends: list, running: dict[str, Running], cluster: Cluster) -> float:
-    """Let the jobs that end next go; returns when that is."""
+def _release_next(ends: list, running: dict[str, Running], cluster: Cluster, ended: set[str]) -> float:
+    """Let the jobs that end next go, adding them to ``ended``; returns when that is."""
     when = ends[0][0]
     while ends and ends[0][0] <= when:
         _, _, held = heapq.heappop(ends)
         del running[held.id]
         cluster.release(held.machines, held.gpus)
+        ended.add(held.id)
     return when
+
+
+def _settle_waiting(
+    waiting: list[tuple[Pending, Sequence[str]]], ended: set[str], now: float
+) -> tuple[list[tuple[Pending, Sequence[str]]], list[Pending], set[str]]:
+    """Of the jobs waiting for others: those that still wait, those whose earlier jobs have
+    all ended, and the ids of those whose deadline passed while they waited (the live queue
+    expires them then)."""
+    late = {job.id for job, _ in waiting if job.deadline is not None and job.deadline < now}
+    still = [(job, after) for job, after in waiting if job.id not in late and not ended.issuperset(after)]
+    ready = [job for job, after in waiting if job.id not in late and ended.issuperset(after)]
+    return still, ready, late

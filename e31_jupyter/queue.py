@@ -105,8 +105,8 @@ class Queue:
         self._line_seen: policy.Snapshot | None = None  # what the policy saw when the line was made
         self._forecast: tuple[Line | None, Forecast] = (None, Forecast())  # a line's forecast
         self._line_made = (0.0, (0, 0))  # when (time.monotonic()) and at which store.version()
-        # Queued jobs out of the line, waiting for others: where they stand, and their deadline.
-        self._held: dict[str, tuple[Standing, float | None]] = {}
+        # Queued jobs out of the line, waiting for others: where they stand, and the job.
+        self._held: dict[str, tuple[Standing, policy.Pending]] = {}
         self.history = History(self.store, machine_gpus=len(settings.inventory or ()))  # None: a cluster's
         self._ticker: asyncio.Task | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -202,7 +202,7 @@ class Queue:
         proposal = await self.admission.propose(caller, body, kernels, root_dir, now)
         record = _record_fields(CHECK_ID, caller, proposal.spec, body, now)
         waiting = self._standing(record).waiting_for
-        place, outlook = (None, Forecast()) if waiting else await self._would_take(proposal.spec, pending(record), now)
+        place, outlook = await self._would_take(proposal.spec, pending(record), waiting, now)
         return {
             "submitted": False,
             "name": record["name"],
@@ -214,15 +214,21 @@ class Queue:
             "warnings": proposal.warnings,
         }
 
-    async def _would_take(self, spec: JobSpec, job: policy.Pending, now: float) -> tuple[int | None, Forecast]:
-        """The place in line a job would take if it joined the line now, and the forecast of
-        the line with it (``job`` is ``spec`` as the policy sees it)."""
+    async def _would_take(
+        self, spec: JobSpec, job: policy.Pending, waiting_for: list[str], now: float
+    ) -> tuple[int | None, Forecast]:
+        """The place in line a job would take if it were submitted now (none while it would
+        wait for ``waiting_for``), and the forecast of the queue with it (``job`` is ``spec`` as
+        the policy sees it)."""
         line = self.positions()
         if self.store.version() != self._line_made[1]:  # the queue changed since: a check must be exact
             self._make_line(now)
             line = self._line
         moment = replace(self._line_seen, now=max(now, self._line_seen.now))
-        return line.place_of(job), run_forward(self.policy.walk, line.ordered_with(job), moment)
+        held = self._waiting_jobs()
+        if waiting_for:
+            return None, run_forward(self.policy.walk, line.ordered, moment, [*held, (job, waiting_for)])
+        return line.place_of(job), run_forward(self.policy.walk, line.ordered_with(job), moment, held)
 
     async def resubmit(
         self, caller: Caller, job_id: str, changes: dict, kernels: list[str], root_dir: Path
@@ -360,15 +366,15 @@ class Queue:
         self._line_made = (time.monotonic(), version)
         return snapshot
 
-    def _holding(self, rows) -> dict[str, tuple[Standing, float | None]]:
+    def _holding(self, rows) -> dict[str, tuple[Standing, policy.Pending]]:
         """The queued jobs (store rows) still waiting for others, or that others let down: where
-        each stands, and its deadline."""
+        each stands, and the job as the policy sees it."""
         waiting = [r for r in rows if r["after_jobs"] != "[]"]
         if not waiting:
             return {}
         after = {r["id"]: json.loads(r["after_jobs"]) for r in waiting}
         states = self.store.states(sorted({job_id for ids in after.values() for job_id in ids}))
-        found = {r["id"]: (standing(after[r["id"]], states), r["deadline"]) for r in waiting}
+        found = {r["id"]: (standing(after[r["id"]], states), pending(r)) for r in waiting}
         return {job_id: held for job_id, held in found.items() if not held[0].ready}
 
     def _standing(self, job: dict) -> Standing:
@@ -381,8 +387,12 @@ class Queue:
         once per line, when first asked."""
         line = self.positions()
         if self._forecast[0] is not line:
-            self._forecast = (line, run_forward(self.policy.walk, line.ordered, self._line_seen))
+            self._forecast = (line, run_forward(self.policy.walk, line.ordered, self._line_seen, self._waiting_jobs()))
         return self._forecast[1]
+
+    def _waiting_jobs(self) -> list[tuple[policy.Pending, list[str]]]:
+        """The jobs out of the line that may still run, each with the jobs it waits for."""
+        return [(job, where.waiting_for) for where, job in self._held.values() if not where.broken]
 
     def _leave_line(self, job_id: str) -> None:
         if self._line is not None:
@@ -504,10 +514,10 @@ class Queue:
     def _expire_held(self, now: float) -> None:
         """Jobs whose earlier jobs ended without succeeding, or whose deadline passed while they
         waited for them, expire: they can no longer run as asked."""
-        for job_id, (where, deadline) in self._held.items():
+        for job_id, (where, job) in self._held.items():
             if where.broken:
                 reason = broken_reason(where.broken)
-            elif deadline is not None and deadline < now:
+            elif job.deadline is not None and job.deadline < now:
                 reason = f"deadline passed while it waited for {', '.join(where.waiting_for)}"
             else:
                 continue

@@ -47,12 +47,17 @@ def format_until(iso: str | None, now: datetime | None = None) -> str | None:
 
 def format_outlook(job: dict, now: datetime | None = None) -> list[str]:
     """What the forecast expects of a queued (or checked) job, in a few words each: 'expected to
-    start in 1h', 'to end in 1h30m'; or that it is expected to expire, or that it waits for other
-    jobs to succeed first. Of a running job: 'expected to end in 40m'."""
+    start in 1h', 'to end in 1h30m'; or that it is expected to expire; first, that it waits for
+    other jobs to succeed, where it does. Of a running job: 'expected to end in 40m'."""
     if job.get("state") == "running":
         return [f"expected to end {format_until(job['expected_end'], now)}"] if job.get("expected_end") else []
-    if job.get("waiting_for"):
-        return [f"waiting for {', '.join(job['waiting_for'])} to succeed"]
+    waiting = [f"waiting for {', '.join(job['waiting_for'])} to succeed"] if job.get("waiting_for") else []
+    return waiting + _line_outlook(job, now)
+
+
+def _line_outlook(job: dict, now: datetime | None) -> list[str]:
+    """What the forecast expects of a queued job in the line, or of one once the jobs it waits
+    for end."""
     if job.get("expected_to_expire"):
         return ["expected to expire: its deadline is out of reach"]
     if not job.get("expected_start"):

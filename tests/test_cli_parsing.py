@@ -135,6 +135,11 @@ def test_describe_says_where_the_job_is():
         "queued (position 2, expected to start in 1h30m, to end in 2h)"
     )
     assert describe(job(expected_to_expire=True)) == "queued (position 2, expected to expire: its deadline is out of reach)"
+    after = job(queue_position=None, waiting_for=["240101-b90c4400"])
+    assert describe(after) == "queued (waiting for 240101-b90c4400 to succeed)"
+    assert describe(after | {"expected_start": soon}) == (
+        "queued (waiting for 240101-b90c4400 to succeed, expected to start in 1h30m)"
+    )
     assert describe(job(state="running", gpus=["0", "1"], progress={"cells_done": 3, "cells_total": 10})) == (
         "running on GPU 0,1 (3/10 cells)"
     )

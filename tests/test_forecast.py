@@ -111,3 +111,32 @@ def test_only_the_head_of_a_long_line_is_forecast():
     starts = _forecast(queued, snap)
     assert set(starts) == {f"j{i}" for i in range(FORECAST_JOBS)}
     assert starts["j0"] == NOW and starts[f"j{FORECAST_JOBS - 1}"] == pytest.approx(NOW + 600 * (FORECAST_JOBS // 4 - 1))
+
+
+def _run(queued: list[Pending], snap: Snapshot, held: list[tuple[Pending, list[str]]]):
+    return run_forward(E31.walk, E31.order(queued, snap), snap, held)
+
+
+def test_a_job_waiting_for_others_is_expected_to_start_once_the_last_of_them_ends():
+    # r ends at NOW + 3000 and frees both GPUs; a (30 min) runs then. "then" waits for r and a;
+    # "last" waits for "then": a chain, each link once the one before is expected to end.
+    snap = _snapshot(2, [Running("r", 2, NOW - 600, 3600.0, (0,), 3600.0)])
+    queued = [Pending("a", 1, NOW - 60, 1800.0, 1800.0, None)]
+    then = Pending("then", 2, NOW - 30, 600.0, 600.0, None)
+    last = Pending("last", 1, NOW - 20, 600.0, 600.0, None)
+    seen = _run(queued, snap, [(last, ["then"]), (then, ["r", "a"])])
+    assert seen.starts == {"a": NOW + 3000, "then": NOW + 4800, "last": NOW + 5400}
+    assert seen.ends["then"] == NOW + 5400
+
+
+def test_a_job_waiting_for_one_whose_end_nobody_knows_gets_no_start():
+    snap = _snapshot(2, [Running("r", 1, NOW - 600, 86400.0, (0,), 0.0)])  # declared nothing
+    then = Pending("then", 1, NOW, 600.0, 600.0, None)
+    assert _run([], snap, [(then, ["r"])]).starts == {}
+
+
+def test_a_job_whose_deadline_passes_while_it_waits_is_expected_to_expire():
+    snap = _snapshot(1, [Running("r", 1, NOW - 600, 7200.0, (0,), 7200.0)])  # ends at NOW + 6600
+    late = Pending("late", 1, NOW, 600.0, 600.0, NOW + 3600)
+    seen = _run([], snap, [(late, ["r"])])
+    assert seen.starts == {} and seen.expired == {"late"}

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import requests
 import pytest
-from support import ts, wait_for, wait_state
+from support import ts, wait_for, wait_state, write_notebook
 
 from e31_jupyter import policy
 from e31_jupyter.line import Line
@@ -113,6 +113,25 @@ def test_queued_jobs_show_when_they_are_expected_to_start(client, gated):
     gated.open("blocker")
     wait_state(client, first["id"], "running")
     assert expected(first) is None
+
+
+def test_a_job_waiting_for_another_is_expected_to_start_when_that_one_is_expected_to_end(client, gated, tmp_path):
+    first = wait_state(client, gated.submit(client, "first", gpus=1, expected_runtime="1h")["id"], "running")
+    end = ts(first["started_at"]) + 3600
+    body = {"path": str(write_notebook(tmp_path / "then.ipynb", "x = 1")), "gpus": 1, "max_runtime": "30m"}
+    check = client.check(**body, after=first["id"])  # a GPU is free, but it waits for the first job
+    assert check["waiting_for"] == [first["id"]] and check["queue_position"] is None
+    assert ts(check["expected_start"]) == pytest.approx(end, abs=0.01)
+    then = client.submit(**body, after=first["id"], name="then")
+    last = client.submit(**body, after=then["id"], name="last")  # a chain: after the one after
+    wait_for(lambda: client.job(last["id"])["expected_start"] is not None, timeout=10, what="the chain's forecast")
+    then, last = client.job(then["id"]), client.job(last["id"])
+    assert then["queue_position"] is None and ts(then["expected_start"]) == pytest.approx(end, abs=0.01)
+    assert ts(then["expected_end"]) == pytest.approx(end + 1800, abs=0.01)
+    assert ts(last["expected_start"]) == pytest.approx(end + 1800, abs=0.01)
+    for job in (last, then):
+        client.cancel(job["id"])
+    gated.open("first")
 
 
 def test_no_start_is_guessed_for_a_job_that_waits_on_one_that_declared_nothing(client, gated):

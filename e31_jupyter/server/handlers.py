@@ -18,10 +18,10 @@ from jupyter_server.base.handlers import APIHandler
 from tornado import web
 
 from .. import __version__, values
+from ..admission import Caller
 from ..errors import Conflict, E31Error, InvalidRequest, NotFound
 from ..job import FINAL_STATES, PAGE_SIZE, parse_iso, whole_number
 from ..outputs import collected_file
-from ..admission import Caller
 from ..queue import Queue
 
 AUTH_RESOURCE = "e31"

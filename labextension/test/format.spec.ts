@@ -109,6 +109,13 @@ describe('format', () => {
     expect(outlookText(check({ queue_position: null, expected_start: null }), now)).toBe(
       "The cluster's scheduler decides when it starts."
     );
+    const after = { queue_position: null, waiting_for: ['240603-b90c4400'] };
+    expect(outlookText(check({ ...after, expected_start: null }), now)).toBe(
+      'Would wait for job b90c4400 to succeed, then join the line.'
+    );
+    expect(outlookText(check({ ...after, expected_start: '2024-06-03T09:00:00Z' }), now)).toBe(
+      'Would wait for job b90c4400 to succeed, then join the line; expected to start in 1h.'
+    );
   });
 
   it('sums up where a job stands in a line', () => {
@@ -130,6 +137,13 @@ describe('format', () => {
       /^waiting .* · after job b90c4400 · due 18:30$/
     );
     expect(expectedWords(after)).toBe('waiting for 240603-b90c4400 to succeed');
+    const chained = { ...after, expected_start: new Date(2024, 5, 3, 11, 0).toISOString() };
+    expect(jobSummary(chained, new Date(2024, 5, 3, 9, 0).getTime())).toMatch(
+      /^waiting .* · after job b90c4400 · starts in 2h · due 18:30$/
+    );
+    expect(expectedWords(chained, new Date(2024, 5, 3, 9, 0))).toBe(
+      'waiting for 240603-b90c4400 to succeed, expected to start in 2h'
+    );
     expect(
       jobSummary(
         job({

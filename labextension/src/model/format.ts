@@ -172,17 +172,16 @@ export function jobSummary(job: IJob, now: number = Date.now()): string {
   switch (job.state) {
     case 'queued': {
       const waiting = `waiting ${formatDuration(secondsBetween(job.submitted_at, null, now))}`;
-      const expected = job.waiting_for?.length
-        ? ` · after ${waitingWords(job.waiting_for)}`
-        : job.expected_to_expire
-          ? ' · expected to expire'
-          : job.expected_start
-            ? ` · starts ${formatUntil(job.expected_start, new Date(now))}`
-            : '';
+      const after = job.waiting_for?.length ? ` · after ${waitingWords(job.waiting_for)}` : '';
+      const expected = job.expected_to_expire
+        ? ' · expected to expire'
+        : job.expected_start
+          ? ` · starts ${formatUntil(job.expected_start, new Date(now))}`
+          : '';
       const deadline = job.request.deadline
         ? ` · due ${formatTime(job.request.deadline, new Date(now))}`
         : '';
-      return waiting + expected + deadline;
+      return waiting + after + expected + deadline;
     }
     case 'running': {
       const { cells_done, cells_total } = job.progress;
@@ -207,9 +206,12 @@ export function expectedWords(job: IJob, now: Date = new Date()): string {
   if (job.state === 'running') {
     return job.expected_end ? `expected to end ${formatUntil(job.expected_end, now)}` : '';
   }
-  if (job.waiting_for?.length) {
-    return `waiting for ${job.waiting_for.join(', ')} to succeed`;
-  }
+  const waiting = job.waiting_for?.length ? `waiting for ${job.waiting_for.join(', ')} to succeed` : '';
+  return [waiting, lineWords(job, now)].filter(words => words).join(', ');
+}
+
+/** What the forecast expects of a queued job in the line, or of one once the jobs it waits for end. */
+function lineWords(job: IJob, now: Date): string {
   if (job.expected_to_expire) {
     return 'expected to expire: its deadline is out of reach';
   }
@@ -233,7 +235,8 @@ export function sweepName(name: string): { base: string; point: string | null } 
 /** Where a checked request would wait, in a sentence: "Would start now, expected to end in 10m." */
 export function outlookText(check: ISubmitCheck, now: Date = new Date()): string {
   if (check.waiting_for?.length) {
-    return `Would wait for ${waitingWords(check.waiting_for)} to succeed, then join the line.`;
+    const start = check.expected_start ? `; expected to start ${formatUntil(check.expected_start, now)}` : '';
+    return `Would wait for ${waitingWords(check.waiting_for)} to succeed, then join the line${start}.`;
   }
   if (check.expected_to_expire) {
     return 'Would expire before it starts: its deadline is out of reach behind the jobs ahead.';
