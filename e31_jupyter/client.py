@@ -145,6 +145,11 @@ class E31Client:
             )
         return _only_match(ref, [job for job in self.jobs() if _id_starts_with(job["id"], ref)])
 
+    def resolve_all(self, refs: list[str]) -> list[str]:
+        """The ids of the jobs ``refs`` name, each once: all of them, before anything is done
+        to one (a name that fits no job raises here)."""
+        return list(dict.fromkeys(self.resolve(ref) for ref in refs))
+
     def _after_resolved(self, body: dict) -> dict:
         after = body.get("after")
         if not after:

@@ -210,17 +210,9 @@ class E31Magics(Magics):
             raise InvalidRequest(USAGE)
         command, rest = argv[0], argv[1:]
         if command == "collect":
-            parser = _Parser(prog="%e31 collect")
-            parser.add_argument("job", metavar="JOB", help=arguments.JOB_HELP)
-            parser.add_argument("--to", metavar="DIR", help=f"where files go (default {self.outputs_dir}/NAME)")
-            args = parser.parse_args(rest)
-            return self.collect(self.client.resolve(args.job), args.to)
+            return self._collect_command(rest)
         if command == "wait":
-            parser = _Parser(prog="%e31 wait")
-            parser.add_argument("job", metavar="JOB", help=arguments.JOB_HELP)
-            job = self.client.wait(self.client.resolve(parser.parse_args(rest).job))
-            self.show(job)
-            return job
+            return self._wait_command(rest)
         if command == "submit-notebook":
             return self.submit_notebook(rest)
         if command == "resubmit":
@@ -231,6 +223,37 @@ class E31Magics(Magics):
             return self.show(self.client.job(self.client.resolve(rest[0])))
         args = _cli_args([command, *rest])
         args.run(self.client, args)
+
+    def _collect_command(self, argv: list[str]) -> dict | list[dict]:
+        """``%e31 collect JOB... [--to DIR]``: one job's files into DIR; several jobs' each into
+        DIR/NAME (default: the outputs folder). Values of later jobs replace same-named earlier ones."""
+        parser = _Parser(prog="%e31 collect")
+        parser.add_argument("job", metavar="JOB", nargs="+", help=arguments.JOB_HELP + " (several: each of them)")
+        parser.add_argument(
+            "--to", metavar="DIR",
+            help=f"where files go (default {self.outputs_dir}/NAME; for several jobs, DIR/NAME)",
+        )  # fmt: skip
+        args = parser.parse_args(argv)
+        job_ids = self.client.resolve_all(args.job)
+        if len(job_ids) == 1:
+            return self.collect(job_ids[0], args.to)
+        return [self.collect(job_id, under=args.to) for job_id in job_ids]
+
+    def _wait_command(self, argv: list[str]) -> dict | list[dict]:
+        """``%e31 wait JOB...``: block until each has ended; one job is shown, several get a
+        line each as they end."""
+        parser = _Parser(prog="%e31 wait")
+        parser.add_argument("job", metavar="JOB", nargs="+", help=arguments.JOB_HELP + " (several: all of them)")
+        job_ids = self.client.resolve_all(parser.parse_args(argv).job)
+        if len(job_ids) == 1:
+            job = self.client.wait(job_ids[0])
+            self.show(job)
+            return job
+        ended = []
+        for job_id in job_ids:
+            ended.append(self.client.wait(job_id))
+            listing.print_job_lines(ended[-1:])
+        return ended
 
     def submit_notebook(self, argv: list[str]) -> dict | list[dict] | None:
         args = _cli_args(["submit", *argv])
@@ -283,9 +306,10 @@ class E31Magics(Magics):
         print(f"e31: {listing.describe_check(check)}")
         return check
 
-    def collect(self, job_id: str, to: str | None = None) -> dict:
+    def collect(self, job_id: str, to: str | None = None, under: str | None = None) -> dict:
         """Bring a finished job back: its returned values into the namespace, its files beside
-        the notebook, and what its cell displayed, shown again here."""
+        the notebook (into ``to``, or a folder named after the job in ``under``, by default the
+        outputs folder), and what its cell displayed, shown again here."""
         job = self.client.job(job_id)
         if job["state"] not in FINAL_STATES:
             self.show(job)
@@ -298,7 +322,7 @@ class E31Magics(Magics):
                 widgets.replay_outputs(notebook, errors_only=True)
             return job
         loaded = self._load_values(job_id)
-        folder = self._save_files(job, to)
+        folder = self._save_files(job, to, under)
         if notebook is not None:
             widgets.replay_outputs(notebook)
         summary = [f"job {job['id']} ({job['name']}) succeeded"]
@@ -329,11 +353,11 @@ class E31Magics(Magics):
         self.shell.user_ns.update(loaded)
         return list(loaded)
 
-    def _save_files(self, job: dict, to: str | None) -> Path | None:
+    def _save_files(self, job: dict, to: str | None, under: str | None) -> Path | None:
         files = self.client.files(job["id"])
         if not files:
             return None
-        folder = Path(to) if to else self._outputs_folder(job)
+        folder = Path(to) if to else self._outputs_folder(job, under or self.outputs_dir)
         targets = [(f["path"], safe_destination(folder, f["path"])) for f in files]
         folder.mkdir(parents=True, exist_ok=True)
         (folder / ".e31-job").write_text(job["id"])
@@ -341,9 +365,9 @@ class E31Magics(Magics):
             self.client.save_file(job["id"], path, destination)
         return folder
 
-    def _outputs_folder(self, job: dict) -> Path:
-        """``e31-outputs/<job name>/``, unless that holds another job's (or the user's) files."""
-        base = Path(self.outputs_dir) / _safe_name(job["name"])
+    def _outputs_folder(self, job: dict, root: str) -> Path:
+        """``<root>/<job name>/``, unless that holds another job's (or the user's) files."""
+        base = Path(root) / _safe_name(job["name"])
         marker = base / ".e31-job"
         if not base.exists() or (marker.exists() and marker.read_text() == job["id"]):
             return base

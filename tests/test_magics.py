@@ -192,6 +192,18 @@ def test_line_commands(kernel, client, gated):
     assert "Usage" in kernel.run("%e31 frobnicate").stderr
 
 
+def test_several_jobs_are_waited_for_and_collected_at_once(kernel, client, tmp_path):
+    cell = '%%e31 submit --name part{n}\nvalue_{n} = {n} * 10\nwith open("out.txt", "w") as f:\n    f.write("{n}")'
+    ids = [_job_id(kernel.run(cell.format(n=n))) for n in (1, 2)]
+    out = kernel.run(f"%e31 wait {ids[0]} {ids[1].split('-')[1]}")  # by whole id and by part of one
+    ended = [line.split()[:3] for line in out.stdout.splitlines() if "GPU-h" in line]
+    assert ended == [[ids[0], "part1", "succeeded"], [ids[1], "part2", "succeeded"]], (out.stdout, out.stderr)
+    collected = kernel.run(f"%e31 collect {ids[0]} {ids[1]} --to together")
+    assert collected.error == "" and kernel.value("(value_1, value_2)") == "(10, 20)", collected.stderr
+    assert [(tmp_path / "together" / f"part{n}" / "out.txt").read_text() for n in (1, 2)] == ["1", "2"]
+    assert "No job's id starts with 'nope'" in kernel.run(f"%e31 wait {ids[0]} nope").stderr  # names checked first
+
+
 def test_a_cell_can_wait_for_another_job_to_succeed(kernel, client, gated):
     first = wait_state(client, gated.submit(client, "first", gpus=1)["id"], "running")
     then = client.job(_job_id(kernel.run(f"%%e31 submit --after {first['id'].split('-')[1]}\nlater = 2")))

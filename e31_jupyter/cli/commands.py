@@ -172,7 +172,7 @@ def cmd_logs(client: E31Client, args) -> int:
 def cmd_wait(client: E31Client, args) -> int:
     """Block until every job named has ended; a line for each as it ends. Exit 0 only if all
     of them succeeded."""
-    job_ids = _resolve_all(client, args.job)
+    job_ids = client.resolve_all(args.job)
     ended = []
     for job_id in job_ids:
         ended.append(client.wait(job_id))
@@ -191,15 +191,10 @@ def cmd_cancel(client: E31Client, args) -> int:
     return _each(client, args.job, cancel)
 
 
-def _resolve_all(client: E31Client, refs: list[str]) -> list[str]:
-    """The ids of the jobs named, each once: all of them before anything is done to one."""
-    return list(dict.fromkeys(client.resolve(ref) for ref in refs))
-
-
 def _each(client: E31Client, refs: list[str], action) -> int:
     """``action`` on each job named, all named first. With one job its error is the command's;
     with several, one refused (its message names it) does not stop the others: exit 2 after."""
-    job_ids = _resolve_all(client, refs)
+    job_ids = client.resolve_all(refs)
     if len(job_ids) == 1:
         action(job_ids[0])
         return 0
