@@ -1,4 +1,13 @@
-import { initialForm, jobParameters, requestToCheck, resubmitRequest, submitRequest } from '../src/model/form';
+import {
+  AFTER_CHOICES,
+  afterChoiceText,
+  afterChoices,
+  initialForm,
+  jobParameters,
+  requestToCheck,
+  resubmitRequest,
+  submitRequest
+} from '../src/model/form';
 import { parseParameters } from '../src/model/parameters';
 import { job } from './helpers';
 
@@ -31,6 +40,28 @@ describe('the submit form', () => {
       },
       errors: {}
     });
+  });
+
+  it('sends the jobs ticked to run after, and none when none is', () => {
+    const source = { kind: 'path' as const, path: 'train.ipynb' };
+    const form = initialForm(source, params);
+    expect(submitRequest(form, source, params, 2).request?.after).toBeUndefined();
+    form.after = ['240603-b90c4400', '240603-0a1b2c3d'];
+    expect(submitRequest(form, source, params, 2).request?.after).toEqual(['240603-b90c4400', '240603-0a1b2c3d']);
+  });
+
+  it('offers the active jobs to run after, newest first', () => {
+    const at = (i: number) => `2024-06-03T08:${String(i).padStart(2, '0')}:00Z`;
+    const jobs = [
+      job({ id: '240603-00000001', name: 'done', state: 'succeeded', submitted_at: at(1) }),
+      job({ id: '240603-00000002', name: 'prep', state: 'running', submitted_at: at(2) }),
+      job({ id: '240603-00000003', name: 'next', state: 'queued', submitted_at: at(3) })
+    ];
+    expect(afterChoices(jobs).map(j => j.name)).toEqual(['next', 'prep']);
+    expect(afterChoiceText(jobs[1])).toBe('prep · running · job 00000002');
+    const many = Array.from({ length: 12 }, (_, i) => job({ id: `240603-${i}`, state: 'queued', submitted_at: at(i) }));
+    expect(afterChoices(many)).toHaveLength(AFTER_CHOICES);
+    expect(afterChoices(many)[0].id).toBe('240603-11');
   });
 
   it('sends an open notebook as content', () => {
@@ -114,7 +145,8 @@ describe('the resubmit form', () => {
       team: 'nlp',
       outputs: '*.pt',
       data: '',
-      parameters: { lr: '0.1', tag: 'a' }
+      parameters: { lr: '0.1', tag: 'a' },
+      after: []
     });
   });
 
@@ -127,5 +159,7 @@ describe('the resubmit form', () => {
       errors: {}
     });
     expect(resubmitRequest(start, start, p, 2)).toEqual({ request: {}, errors: {} });
+    const after = { ...start, after: ['240603-b90c4400'] };
+    expect(resubmitRequest(after, start, p, 2)).toEqual({ request: { after: ['240603-b90c4400'] }, errors: {} });
   });
 });

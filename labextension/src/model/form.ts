@@ -26,6 +26,8 @@ export interface ISubmitForm {
   data: string;
   /** Parameter name -> field text (or checkbox state). */
   parameters: Record<string, string | boolean>;
+  /** Ids of the jobs it is to run after: it starts once every one of them has succeeded. */
+  after: string[];
 }
 
 /** Where the job's notebook comes from. */
@@ -65,7 +67,8 @@ export function initialForm(
       team: job.team || '',
       outputs: (job.output?.files ?? []).join(', '),
       data: '',
-      parameters: fields
+      parameters: fields,
+      after: []
     };
   }
   return {
@@ -77,8 +80,24 @@ export function initialForm(
     team: remembered.team ?? '',
     outputs: '',
     data: '',
-    parameters: fields
+    parameters: fields,
+    after: []
   };
+}
+
+export const AFTER_CHOICES = 8; // active jobs the dialog offers to run after, newest first
+
+/** The jobs a new job may be set to run after: those still queued or running, newest first. */
+export function afterChoices(jobs: IJob[]): IJob[] {
+  return jobs
+    .filter(job => job.state === 'queued' || job.state === 'running')
+    .sort((a, b) => (b.submitted_at ?? '').localeCompare(a.submitted_at ?? ''))
+    .slice(0, AFTER_CHOICES);
+}
+
+/** One of them as the dialog names it: "prep · running · job b90c4400". */
+export function afterChoiceText(job: IJob): string {
+  return `${job.name} · ${job.state} · job ${job.id.split('-').pop()}`;
 }
 
 /** The folder a new job's notebook is in, relative to the server's root ('' at the root). */
@@ -155,6 +174,9 @@ export function submitRequest(
   if (data.length) {
     request.data = data;
   }
+  if (form.after.length) {
+    request.after = [...form.after];
+  }
   const changed = changedParameters(parameters, form.parameters);
   for (const [name, message] of Object.entries(changed.errors)) {
     errors[`parameters.${name}`] = message;
@@ -210,6 +232,9 @@ export function resubmitRequest(
   }
   if (splitGlobs(form.outputs).join(',') !== splitGlobs(original.outputs).join(',')) {
     request.outputs = splitGlobs(form.outputs);
+  }
+  if (form.after.length) {
+    request.after = [...form.after]; // never carried over from the original job
   }
   const changed = changedParameters(parameters, form.parameters);
   for (const [name, message] of Object.entries(changed.errors)) {

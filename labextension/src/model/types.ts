@@ -137,6 +137,8 @@ export interface ISubmitRequest {
   team?: string;
   outputs?: string[];
   reports?: string[];
+  /** Ids of jobs that must all succeed before this one starts. */
+  after?: string[];
 }
 
 /** What `POST /jobs/{id}/resubmit` takes: changes to the original job's request. */

@@ -14,6 +14,8 @@ import {
   IFormResult,
   ISubmitForm,
   NotebookSource,
+  afterChoiceText,
+  afterChoices,
   initialForm,
   notebookName,
   requestToCheck,
@@ -22,7 +24,7 @@ import {
 } from '../model/form';
 import { IParameter } from '../model/parameters';
 import { outlookText } from '../model/format';
-import { IGpuInventory, IResubmitRequest, ISubmitCheck, ISubmitRequest, ISubmittedJob } from '../model/types';
+import { IGpuInventory, IJob, IResubmitRequest, ISubmitCheck, ISubmitRequest, ISubmittedJob } from '../model/types';
 
 export interface ISubmitDialogOptions {
   api: E31Api;
@@ -85,6 +87,13 @@ class SubmitForm extends ReactWidget {
     options.api.gpus().then(
       pool => {
         this._pool = pool;
+        this.update();
+      },
+      () => undefined
+    );
+    Promise.all([options.api.jobs('running'), options.api.jobs('queued')]).then(
+      ([running, queued]) => {
+        this._afterChoices = afterChoices([...running, ...queued]);
         this.update();
       },
       () => undefined
@@ -159,6 +168,7 @@ class SubmitForm extends ReactWidget {
         parameters={this.options.parameters}
         form={this._form}
         pool={this._pool}
+        afterChoices={this._afterChoices}
         error={this._error}
         fieldErrors={this._fieldErrors}
         busy={this._busy}
@@ -199,6 +209,7 @@ class SubmitForm extends ReactWidget {
   private _form: ISubmitForm;
   private readonly _original: ISubmitForm;
   private _pool: IGpuInventory | null = null;
+  private _afterChoices: IJob[] = [];
   private _error: string | null = null;
   private _fieldErrors: Record<string, string> = {};
   private _busy = false;
@@ -212,6 +223,7 @@ function FormView(props: {
   parameters: IParameter[];
   form: ISubmitForm;
   pool: IGpuInventory | null;
+  afterChoices: IJob[];
   error: string | null;
   fieldErrors: Record<string, string>;
   busy: boolean;
@@ -270,6 +282,7 @@ function FormView(props: {
         {text('deadline', 'Deadline', '08:00, +6h or 2025-01-31T18:00', 'optional; the job expires if it cannot finish by then')}
         {text('maxRuntime', 'Max run time', 'server default, e.g. 90m, 6h', 'the job is stopped after this long')}
         {text('expectedRuntime', 'Expected run time', 'e.g. 2h', 'optional; helps the queue meet deadlines')}
+        <AfterField choices={props.afterChoices} after={form.after} onChange={after => onChange({ after })} />
       </div>
 
       <div className="e31-Form-group">
@@ -325,6 +338,34 @@ function Field(props: { label: string; error?: string; hint?: string; children: 
         ) : null}
       </span>
     </label>
+  );
+}
+
+/** The active jobs to tick: the new job starts only once every one ticked has succeeded. */
+function AfterField(props: { choices: IJob[]; after: string[]; onChange: (after: string[]) => void }): JSX.Element | null {
+  const { choices, after, onChange } = props;
+  if (!choices.length) {
+    return null;
+  }
+  return (
+    <div className="e31-Field e31-AfterField" role="group" aria-label="Run after">
+      <span className="e31-Field-label">Run after</span>
+      <span className="e31-Field-control">
+        {choices.map(job => (
+          <label key={job.id} className="e31-AfterField-choice">
+            <input
+              type="checkbox"
+              name="after"
+              value={job.id}
+              checked={after.includes(job.id)}
+              onChange={e => onChange(e.target.checked ? [...after, job.id] : after.filter(id => id !== job.id))}
+            />
+            {afterChoiceText(job)}
+          </label>
+        ))}
+        <span className="e31-Field-hint">optional; it starts only once every job ticked has succeeded</span>
+      </span>
+    </div>
   );
 }
 

@@ -204,18 +204,35 @@ def test_a_sweeps_jobs_are_told_apart_by_their_point(lab, api, context):
     page.close()
 
 
-def test_a_job_after_another_says_what_it_waits_for(lab, api, context):
+def test_a_job_is_set_to_run_after_another_in_the_dialog_and_says_what_it_waits_for(lab, api, context):
     first = api.submit(
         path=str(gated_notebook(lab, "first")), name="first", gpus=1, parameters={"gate": gate(lab, "first")}
     )
     wait_state(api, first["id"], "running")
-    then = api.submit(path=str(gated_notebook(lab, "then")), name="then", gpus=1, after=first["id"],
-                      parameters={"gate": gate(lab, "then")})  # fmt: skip
+    gated_notebook(lab, "then")
+    hexpart = first["id"].split("-")[1]
     page = context.new_page()
     open_lab(page, lab, "after")
+    show_sidebar(page, "filebrowser")
+    item = page.locator('.jp-DirListing-item[data-file-type="notebook"]').filter(has_text="then.ipynb")
+    item.click(button="right")
+    page.locator(".lm-Menu-item").filter(has_text="Submit as GPU Job…").click()
+    dialog = page.locator(".e31-SubmitDialog")
+    dialog.locator('input[name="param-gate"]').fill(gate(lab, "then"))
+    choice = dialog.locator(".e31-AfterField-choice").filter(has_text=f"job {hexpart}")
+    expect(choice).to_have_text(f"first · running · job {hexpart}")
+    choice.locator('input[name="after"]').check()
+    expect(dialog.locator(".e31-SubmitForm-forecast")).to_have_text(
+        f"Would wait for job {hexpart} to succeed, then join the line."
+    )  # the server's check of the request with it
+    screenshot(page, "submit-dialog-after")
+    dialog.locator(".jp-Dialog-button.jp-mod-accept").click()
+    expect(dialog).to_have_count(0)
+    then = next(job for job in api.jobs() if job["name"] == "then")
+    assert then["request"]["after"] == [first["id"]] and then["waiting_for"] == [first["id"]]
+
     show_panel(page)
     row = job_row(page, "then")
-    hexpart = first["id"].split("-")[1]
     expect(row.locator(".e31-JobRow-summary")).to_contain_text(f"after job {hexpart}")
     expect(row.locator(".e31-JobRow-position")).to_have_count(0)  # no place in line yet
     row.click()
