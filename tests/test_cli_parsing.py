@@ -160,6 +160,10 @@ def test_format_jobs_table():
         "j2  train                             queued     3    expires   1     0.50   2h30m",
         "j0  train[" + "x" * 9 + "…" + "x" * 8 + ",seed=7]  succeeded  -    -         1     1.23   2h30m",
     ]
+    waiting = job(id="j3", queue_position=None, waiting_for=["240101-b90c4400", "240101-0a1b2c3d"])
+    assert "  queued  -    after b90c4400 +1  " in format_jobs([waiting], now)
+    forecast = waiting | {"waiting_for": ["240101-b90c4400"], "expected_start": "2024-01-01T14:00:20Z"}
+    assert "  queued  -    in 1h30m, after b90c4400  " in format_jobs([forecast], now)
 
 
 @pytest.mark.parametrize("path", ["../x", "a/../../b", "a/..", "/etc/passwd", "", ".", "C:\\x", "..\\x"])

@@ -57,11 +57,13 @@ def format_jobs(jobs: list[dict], now: datetime | None = None) -> str:
 
 
 def _starts(job: dict, now: datetime | None) -> str | None:
-    """The STARTS column: when, or 'expires', or 'after JOB' while it waits for other jobs."""
+    """The STARTS column: when, or 'expires'; and 'after JOB' while it waits for other jobs."""
+    when = "expires" if job.get("expected_to_expire") else format_until(job.get("expected_start"), now)
     waiting = job.get("waiting_for") or []
-    if waiting:
-        return f"after {waiting[0].partition('-')[2]}" + (f" +{len(waiting) - 1}" if len(waiting) > 1 else "")
-    return "expires" if job.get("expected_to_expire") else format_until(job.get("expected_start"), now)
+    if not waiting:
+        return when
+    after = f"after {waiting[0].partition('-')[2]}" + (f" +{len(waiting) - 1}" if len(waiting) > 1 else "")
+    return f"{when}, {after}" if when else after
 
 
 def format_job(job: dict) -> str:
