@@ -27,7 +27,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from . import gpus as gpu_inventory
-from . import meter, policy
+from . import meter, policy, views
 from .admission import Admission, Caller
 from .dependencies import Standing, broken_reason, standing
 from .errors import Conflict, E31Error, InvalidRequest, NotFound
@@ -207,10 +207,10 @@ class Queue:
             "submitted": False,
             "name": record["name"],
             "queue_position": place,
-            **_outlook_view(CHECK_ID, outlook),
+            **views.outlook_view(CHECK_ID, outlook),
             "waiting_for": waiting,
-            "request": _request_view(record),
-            "work": _work_view(record["spec"]),
+            "request": views.request_view(record),
+            "work": views.work_view(record["spec"]),
             "warnings": proposal.warnings,
         }
 
@@ -399,50 +399,29 @@ class Queue:
             self._line.leave(job_id)
 
     def describe(self, job: dict, positions: dict[str, int] | None = None) -> dict:
-        """The job as the API shows it."""
-        if positions is None and job["state"] == JobState.QUEUED.value:
+        """The job as the API shows it, with what the queue knows of it now."""
+        queued = job["state"] == JobState.QUEUED.value
+        if positions is None and queued:
             positions = self.positions()
-        spec, result = job["spec"], job["result"]
+        return views.job_view(
+            job,
+            position=(positions or {}).get(job["id"]),
+            outlook=self._outlook(job),
+            waiting_for=self._standing(job).waiting_for if queued else [],
+            meter=self._meter(job),
+            progress=self._progress(job),
+        )
+
+    def _progress(self, job: dict) -> dict:
+        """How far the notebook has got: live while it runs, as recorded once it has ended."""
         if job["state"] == JobState.RUNNING.value:
-            progress = self.jobdir(job["id"]).read_json(self.jobdir(job["id"]).progress, {})
-        else:
-            progress = result.get("progress", {})
-        return {
-            "id": job["id"],
-            "name": job["name"],
-            "owner": job["owner"],
-            "team": job["team"],
-            "state": job["state"],
-            "reason": job["reason"],
-            "queue_position": (positions or {}).get(job["id"]),
-            **self._outlook(job),
-            "waiting_for": self._standing(job).waiting_for if job["state"] == JobState.QUEUED.value else [],
-            "request": _request_view(job),
-            "gpus": job["granted"],
-            "meter": self._meter(job),
-            "progress": {
-                "cells_done": progress.get("cells_done", 0),
-                "cells_total": progress.get("cells_total"),
-                "current_cell": progress.get("current_cell"),
-            },
-            "submitted_at": iso(job["submitted_at"]),
-            "started_at": iso(job["started_at"]),
-            "finished_at": iso(job["finished_at"]),
-            "work": _work_view(spec),
-            "output": {
-                "files": spec.get("outputs", []),
-                "reports": result.get("reports") or spec.get("reports", []),
-            },
-            "files_count": result.get("files_count", 0),
-            "files_left_out": result.get("files_left_out", 0),
-            "values": result.get("values", []),
-            "fingerprint": job["fingerprint"],
-        }
+            return self.jobdir(job["id"]).read_json(self.jobdir(job["id"]).progress, {})
+        return job["result"].get("progress", {})
 
     def _outlook(self, job: dict) -> dict:
         if job["state"] not in ACTIVE_STATES:
-            return _outlook_view(job["id"], Forecast(), queued=False)
-        return _outlook_view(job["id"], self.forecast(), queued=job["state"] == JobState.QUEUED.value)
+            return views.outlook_view(job["id"], Forecast(), queued=False)
+        return views.outlook_view(job["id"], self.forecast(), queued=job["state"] == JobState.QUEUED.value)
 
     def _meter(self, job: dict) -> dict:
         seconds = meter.gpu_seconds(job, self.clock())
@@ -465,25 +444,7 @@ class Queue:
         return self._pool_view(caller, [(d, job is not None, job) for d, job in holders.items()], running)
 
     def _pool_view(self, caller: Caller, devices: list[tuple[str, bool, dict | None]], running: list) -> dict:
-        """The pool as the API shows it: each device, busy or free, and whose job holds it
-        (the job itself only to its owner and admins)."""
-        pool = []
-        for device, busy, job in devices:
-            shown = job is not None and (caller.is_admin or job["owner"] == caller.name)
-            pool.append({
-                "id": device,
-                "busy": busy,
-                "job": job["id"] if shown else None,
-                "job_name": job["name"] if shown else None,
-                "owner": job["owner"] if job else None,
-            })  # fmt: skip
-        return {
-            "gpus": pool,
-            "total": len(pool),
-            "free": sum(1 for g in pool if not g["busy"]),
-            "running": len(running),
-            "queued": self.store.count((JobState.QUEUED.value,)),
-        }
+        return views.pool_view(caller, devices, len(running), self.store.count((JobState.QUEUED.value,)))
 
     # --- scheduling (only on the scheduler) -----------------------------------------------
 
@@ -672,37 +633,6 @@ def _record_fields(job_id: str, caller: Caller, spec: JobSpec, body: dict, now: 
         "submitted_at": now, "fingerprint": validate_text(body, "fingerprint"),
         "spec": {k: v for k, v in spec.to_dict().items() if k != "request"}, "after_jobs": spec.after,
     }  # fmt: skip
-
-
-def _outlook_view(job_id: str, forecast: Forecast, queued: bool = True) -> dict:
-    """What the forecast expects of a queued job, or of a running one (only its end), as the
-    API shows it."""
-    return {
-        "expected_start": iso(forecast.starts.get(job_id)) if queued else None,
-        "expected_end": iso(forecast.ends.get(job_id)),
-        "expected_to_expire": queued and job_id in forecast.expired,
-    }
-
-
-def _request_view(job: dict) -> dict:
-    """What a job (a store row, or a record about to be one) asked for, as the API shows it."""
-    return {
-        "gpus": job["gpus_requested"],
-        "max_runtime_s": job["max_runtime_s"],
-        "expected_runtime_s": job["expected_runtime_s"],
-        "deadline": iso(job["deadline"]),
-        "after": job.get("after_jobs") or [],
-    }
-
-
-def _work_view(spec: dict) -> dict:
-    """What a job runs (its stored spec), as the API shows it."""
-    return {
-        "notebook": spec.get("notebook_name"),
-        "parameters": spec.get("parameters", {}),
-        "kernel": spec.get("kernel"),
-        "data": spec.get("data", []),
-    }
 
 
 def _final_state(job: dict, manifest: dict | None, exit_code: int | None, start_error: str) -> tuple[str, str]:
