@@ -10,7 +10,6 @@ from __future__ import annotations
 import asyncio
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from .dependencies import ENDED_OTHERWISE, validate_after
 from .errors import E31Error, InvalidRequest
@@ -26,11 +25,9 @@ from .job import (
 )
 from .notebook_checks import notebook_warnings
 from .packaging import kernel_of, notebook_from_request
+from .settings import Settings
 from .staging import check_size, data_paths, inputs_path
 from .store import Store
-
-if TYPE_CHECKING:
-    from .queue import Settings
 
 
 @dataclass(frozen=True)

@@ -23,7 +23,7 @@ import shutil
 import signal
 import threading
 import time
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from pathlib import Path
 
 from . import gpus as gpu_inventory
@@ -46,6 +46,7 @@ from .history import History, pending
 from .jobdir import JobDir
 from .line import Line
 from .staging import Staging, body_again
+from .settings import Settings
 from .store import Store
 from .text import format_seconds
 from .values import read_index
@@ -63,19 +64,6 @@ RESUBMIT_CHANGES = frozenset({
     "gpus", "max_runtime", "expected_runtime", "deadline", "name", "team", "parameters", "outputs", "reports",
     "after",
 })  # fmt: skip
-
-
-@dataclass
-class Settings:
-    inventory: list[str]
-    default_max_runtime_s: float = 86400.0
-    gpu_hour_rate: float = 0.0
-    currency: str = "USD"
-    grace_s: float = 5.0
-    policy: str = "e31"
-    max_queued_per_user: int = 1000
-    max_input_bytes: int = 50 << 30
-    max_output_bytes: int = 50 << 30
 
 
 class Queue:

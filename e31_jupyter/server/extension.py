@@ -11,7 +11,8 @@ from .. import backends, gpus
 from ..errors import E31Error
 from ..job import parse_duration
 from ..cluster_queue import ClusterQueue
-from ..queue import Queue, Settings
+from ..queue import Queue
+from ..settings import Settings
 from .config import E31
 from .handlers import routes
 

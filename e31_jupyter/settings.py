@@ -1,0 +1,20 @@
+"""What the server's configuration gives the queue: plain values, no traitlets."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass
+class Settings:
+    """The queue's limits and prices, as the server's configuration (``server/config.py``) sets them."""
+
+    inventory: list[str]
+    default_max_runtime_s: float = 86400.0
+    gpu_hour_rate: float = 0.0
+    currency: str = "USD"
+    grace_s: float = 5.0
+    policy: str = "e31"
+    max_queued_per_user: int = 1000
+    max_input_bytes: int = 50 << 30
+    max_output_bytes: int = 50 << 30
