@@ -9,8 +9,9 @@ jobs waiting for its GPUs get no expected start rather than a guess (its limit i
 default). Each job the policy starts then holds its GPUs for its own expected run time, judged
 the same way; nothing new arrives. At each expected end the policy takes another pass, exactly
 as the live queue would, lane, reservations and expiry included. A job waiting for others to
-succeed (``dependencies.py``) joins the end of the line when the last of them is expected to
-end, or expires if its deadline passes before that; one whose earlier jobs get no expected end
+succeed (``dependencies.py``) joins the line when the last of them is expected to end, in its
+place by the line's priority (at the end when none is given), or expires if its deadline passes
+before that; one whose earlier jobs get no expected end
 gets no expected start. Pure, like the policy;
 only the first FORECAST_JOBS jobs in line (and as many waiting) are forecast, so a forecast costs
 the same however long the queue is.
@@ -20,8 +21,9 @@ from __future__ import annotations
 
 import heapq
 from dataclasses import dataclass, field, replace
+from bisect import insort
 from itertools import count
-from typing import Callable, Sequence
+from typing import Any, Callable, Sequence
 
 from .policy import Cluster, Decision, Pending, Running, Snapshot, expected_runtime
 
@@ -51,9 +53,11 @@ def run_forward(
     ordered: Sequence[Pending],
     snap: Snapshot,
     held: Sequence[tuple[Pending, Sequence[str]]] = (),
+    key: Callable[[Pending], Any] | None = None,
 ) -> Forecast:
     """The policy run forward over the first FORECAST_JOBS of ``ordered``, as the module says;
-    ``held``: jobs out of the line, each with the ids of the jobs it waits for."""
+    ``held``: jobs out of the line, each with the ids of the jobs it waits for; ``key``: the
+    priority ``ordered`` is sorted by, for their place once they join."""
     queue = list(ordered[:FORECAST_JOBS])
     waiting = list(held[:FORECAST_JOBS])
     ended: set[str] = set()
@@ -91,7 +95,11 @@ def run_forward(
         when = _release_next(ends, running, cluster, ended)
         waiting, ready, late = _settle_waiting(waiting, ended, when)
         seen.expired |= late
-        queue += ready
+        for job in ready:
+            if key is None:
+                queue.append(job)
+            else:
+                insort(queue, job, key=key)
         if queue:
             queue = take_pass(when, queue)
     return seen

@@ -22,6 +22,10 @@ class Line:
         self.ordered = sorted(pending, key=lambda job: self._keys[job.id])  # the line as made
         self._sorted = [self._keys[job.id] for job in self.ordered]
 
+    def key(self, job: Pending) -> Any:
+        """The job's priority key in this line: smaller goes first."""
+        return self._key(job)
+
     def get(self, job_id: str, default: int | None = None) -> int | None:
         """The job's place (1 = next), or ``default`` when it is not in this line."""
         key = self._keys.get(job_id)

@@ -215,8 +215,8 @@ class Queue:
         moment = replace(self._line_seen, now=max(now, self._line_seen.now))
         held = self._waiting_jobs()
         if waiting_for:
-            return None, run_forward(self.policy.walk, line.ordered, moment, [*held, (job, waiting_for)])
-        return line.place_of(job), run_forward(self.policy.walk, line.ordered_with(job), moment, held)
+            return None, run_forward(self.policy.walk, line.ordered, moment, [*held, (job, waiting_for)], line.key)
+        return line.place_of(job), run_forward(self.policy.walk, line.ordered_with(job), moment, held, line.key)
 
     async def resubmit(
         self, caller: Caller, job_id: str, changes: dict, kernels: list[str], root_dir: Path
@@ -375,7 +375,8 @@ class Queue:
         once per line, when first asked."""
         line = self.positions()
         if self._forecast[0] is not line:
-            self._forecast = (line, run_forward(self.policy.walk, line.ordered, self._line_seen, self._waiting_jobs()))
+            forecast = run_forward(self.policy.walk, line.ordered, self._line_seen, self._waiting_jobs(), line.key)
+            self._forecast = (line, forecast)
         return self._forecast[1]
 
     def _waiting_jobs(self) -> list[tuple[policy.Pending, list[str]]]:

@@ -140,3 +140,15 @@ def test_a_job_whose_deadline_passes_while_it_waits_is_expected_to_expire():
     late = Pending("late", 1, NOW, 600.0, 600.0, NOW + 3600)
     seen = _run([], snap, [(late, ["r"])])
     assert seen.starts == {} and seen.expired == {"late"}
+
+
+def test_a_job_that_stops_waiting_takes_its_place_in_line_by_priority():
+    # One GPU, free at NOW + 3000. "urgent" waits for r; its deadline puts it ahead of "a" once it
+    # joins: it starts first and makes its deadline. At the end of the line it would expire.
+    snap = _snapshot(1, [Running("r", 1, NOW - 600, 3600.0, (0,), 3600.0)])
+    a = Pending("a", 1, NOW - 60, 1800.0, 1800.0, None)
+    urgent = Pending("urgent", 1, NOW - 30, 600.0, 600.0, NOW + 4000)
+    by_priority = run_forward(E31.walk, [a], snap, [(urgent, ["r"])], key=lambda job: E31.priority(job, snap))
+    assert by_priority.starts == {"urgent": NOW + 3000, "a": NOW + 3600}
+    at_the_end = _run([a], snap, [(urgent, ["r"])])
+    assert at_the_end.starts == {"a": NOW + 3000} and at_the_end.expired == {"urgent"}
