@@ -154,7 +154,7 @@ function activate(
     } catch {
       parameters = [];
     }
-    const job = await showSubmitDialog({ api, source, parameters, remembered: remembered() });
+    const job = await showSubmitDialog({ api, source, parameters, remembered: remembered(), jobs: model.jobs });
     if (job) {
       afterSubmit(job);
     }
@@ -393,7 +393,8 @@ function activate(
     const submitted = await showSubmitDialog({
       api,
       source: { kind: 'job', job },
-      parameters: jobParameters(job)
+      parameters: jobParameters(job),
+      jobs: model.jobs
     });
     if (submitted) {
       afterSubmit(submitted);

@@ -32,6 +32,8 @@ export interface ISubmitDialogOptions {
   parameters: IParameter[];
   /** The team and GPU count used last time, to start from. */
   remembered?: { team?: string; gpus?: string };
+  /** The caller's jobs as the panel knows them: those still active are offered to run after. */
+  jobs?: IJob[];
 }
 
 /** Open the dialog; resolves with the submitted job, or null when the user cancels. */
@@ -84,16 +86,10 @@ class SubmitForm extends ReactWidget {
     this.addClass('e31-SubmitForm');
     this._form = initialForm(options.source, options.parameters, options.remembered);
     this._original = JSON.parse(JSON.stringify(this._form));
+    this._afterChoices = afterChoices(options.jobs ?? []);
     options.api.gpus().then(
       pool => {
         this._pool = pool;
-        this.update();
-      },
-      () => undefined
-    );
-    Promise.all([options.api.jobs('running'), options.api.jobs('queued')]).then(
-      ([running, queued]) => {
-        this._afterChoices = afterChoices([...running, ...queued]);
         this.update();
       },
       () => undefined
@@ -209,7 +205,7 @@ class SubmitForm extends ReactWidget {
   private _form: ISubmitForm;
   private readonly _original: ISubmitForm;
   private _pool: IGpuInventory | null = null;
-  private _afterChoices: IJob[] = [];
+  private readonly _afterChoices: IJob[];
   private _error: string | null = null;
   private _fieldErrors: Record<string, string> = {};
   private _busy = false;
