@@ -211,8 +211,10 @@ class E31Magics(Magics):
         command, rest = argv[0], argv[1:]
         if command == "collect":
             return self._collect_command(rest)
-        if command == "wait":
-            return self._wait_command(rest)
+        if command == "wait" and len(rest) == 1 and not rest[0].startswith("-"):
+            job = self.client.wait(self.client.resolve(rest[0]))  # one job: shown (several: the CLI's lines)
+            self.show(job)
+            return job
         if command == "submit-notebook":
             return self.submit_notebook(rest)
         if command == "resubmit":
@@ -238,22 +240,6 @@ class E31Magics(Magics):
         if len(job_ids) == 1:
             return self.collect(job_ids[0], args.to)
         return [self.collect(job_id, under=args.to) for job_id in job_ids]
-
-    def _wait_command(self, argv: list[str]) -> dict | list[dict]:
-        """``%e31 wait JOB...``: block until each has ended; one job is shown, several get a
-        line each as they end."""
-        parser = _Parser(prog="%e31 wait")
-        parser.add_argument("job", metavar="JOB", nargs="+", help=arguments.JOB_HELP + " (several: all of them)")
-        job_ids = self.client.resolve_all(parser.parse_args(argv).job)
-        if len(job_ids) == 1:
-            job = self.client.wait(job_ids[0])
-            self.show(job)
-            return job
-        ended = []
-        for job_id in job_ids:
-            ended.append(self.client.wait(job_id))
-            listing.print_job_lines(ended[-1:])
-        return ended
 
     def submit_notebook(self, argv: list[str]) -> dict | list[dict] | None:
         args = _cli_args(["submit", *argv])
