@@ -11,17 +11,16 @@ the same way; nothing new arrives. At each expected end the policy takes another
 as the live queue would, lane, reservations and expiry included. A job waiting for others to
 succeed (``dependencies.py``) joins the line when the last of them is expected to end, in its
 place by the line's priority (at the end when none is given), or expires if its deadline passes
-before that; one whose earlier jobs get no expected end
-gets no expected start. Pure, like the policy;
-only the first FORECAST_JOBS jobs in line (and as many waiting) are forecast, so a forecast costs
-the same however long the queue is.
+before that; one whose earlier jobs get no expected end gets no expected start. Pure, like the
+policy; only the first FORECAST_JOBS jobs in line (and as many waiting) are forecast, so a
+forecast costs the same however long the queue is.
 """
 
 from __future__ import annotations
 
 import heapq
-from dataclasses import dataclass, field, replace
 from bisect import insort
+from dataclasses import dataclass, field, replace
 from itertools import count
 from typing import Any, Callable, Sequence
 
@@ -140,7 +139,12 @@ def _settle_waiting(
     """Of the jobs waiting for others: those that still wait, those whose earlier jobs have
     all ended, and the ids of those whose deadline passed while they waited (the live queue
     expires them then)."""
-    late = {job.id for job, _ in waiting if job.deadline is not None and job.deadline < now}
-    still = [(job, after) for job, after in waiting if job.id not in late and not ended.issuperset(after)]
-    ready = [job for job, after in waiting if job.id not in late and ended.issuperset(after)]
+    still, ready, late = [], [], set()
+    for job, after in waiting:
+        if job.deadline is not None and job.deadline < now:
+            late.add(job.id)
+        elif ended.issuperset(after):
+            ready.append(job)
+        else:
+            still.append((job, after))
     return still, ready, late
