@@ -218,14 +218,18 @@ def test_a_job_is_set_to_run_after_another_in_the_dialog_and_says_what_it_waits_
     item.click(button="right")
     page.locator(".lm-Menu-item").filter(has_text="Submit as GPU Job…").click()
     dialog = page.locator(".e31-SubmitDialog")
-    dialog.locator('input[name="param-gate"]').fill(gate(lab, "then"))
     choice = dialog.locator(".e31-AfterField-choice").filter(has_text=f"job {hexpart}")
     expect(choice).to_have_text(f"first · running · job {hexpart}")
+    expect(dialog.locator(".e31-SubmitForm-outlook")).to_be_visible(timeout=15_000)  # the form has settled
+    gate_field = dialog.locator('input[name="param-gate"]')
+    gate_field.fill(gate(lab, "then"))
+    expect(gate_field).to_have_value(gate(lab, "then"))
     choice.locator('input[name="after"]').check()
     # The server's check of the request with it. Whether it can tell when: that depends on how
     # long the undeclared jobs of the tests before ran ("first" declared no run time).
     expect(dialog.locator(".e31-SubmitForm-forecast")).to_have_text(
-        re.compile(rf"^Would wait for job {hexpart} to succeed, then join the line(; expected to start .+)?\.$")
+        re.compile(rf"^Would wait for job {hexpart} to succeed, then join the line(; expected to start .+)?\.$"),
+        timeout=15_000,
     )
     screenshot(page, "submit-dialog-after")
     dialog.locator(".jp-Dialog-button.jp-mod-accept").click()
