@@ -32,7 +32,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from scheduling import replay_arguments, window_jobs  # noqa: E402
 
 from e31_jupyter.forecast import FORECAST_JOBS, expected_starts  # noqa: E402
-from e31_jupyter.policy import POLICIES, RuntimeModel, Snapshot, quantile  # noqa: E402
+from e31_jupyter.learning import RuntimeModel, quantile  # noqa: E402
+from e31_jupyter.policy import POLICIES, Snapshot  # noqa: E402
 from e31_jupyter.sim import Simulation  # noqa: E402
 
 KINDS = ("learned", "declared")

@@ -28,7 +28,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from e31_jupyter.policy import POLICIES, Cluster, Pending, Running, RuntimeModel, ShortDemand, Snapshot  # noqa: E402
+from e31_jupyter.learning import RuntimeModel, ShortDemand  # noqa: E402
+from e31_jupyter.machines import Cluster  # noqa: E402
+from e31_jupyter.policy import POLICIES, Pending, Running, Snapshot  # noqa: E402
 from e31_jupyter.sim import SIZE_CLASSES, simulate, summarise, synthesise  # noqa: E402
 
 SUBMIT = ("timestamp", "submit_time", "submission_time")

@@ -24,7 +24,8 @@ from dataclasses import dataclass, field, replace
 from itertools import count
 from typing import Any, Callable, Sequence
 
-from .policy import Cluster, Decision, Pending, Running, Snapshot, expected_runtime
+from .machines import Cluster
+from .policy import Decision, Pending, Running, Snapshot, expected_runtime
 
 FORECAST_JOBS = 200  # jobs at the head of the line that get an expected start
 

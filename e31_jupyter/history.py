@@ -14,6 +14,9 @@ HISTORY_HALF_LIVES fair-share half-lives once.
 from __future__ import annotations
 
 from . import meter, policy
+from .fairshare import FAIR_SHARE_HALF_LIFE_S, Usage
+from .learning import RuntimeModel, ShortDemand
+from .machines import Cluster
 from .job import JobState, Request
 from .store import Store
 
@@ -50,9 +53,9 @@ class History:
 
     def __init__(self, store: Store, machine_gpus: int):
         self.store = store
-        self.usage: policy.Usage | None = None  # made at the first read
-        self.runtimes = policy.RuntimeModel()
-        self.demand = policy.ShortDemand(machine_gpus=machine_gpus)
+        self.usage: Usage | None = None  # made at the first read
+        self.runtimes = RuntimeModel()
+        self.demand = ShortDemand(machine_gpus=machine_gpus)
         self._ended_seq = 0  # the last transition to an end state seen
         self._last_end: dict[str, float] = {}  # team -> when its latest job ended
         self._submitted_row = 0  # the last job recorded that the demand has seen (rowid)
@@ -65,7 +68,7 @@ class History:
         free = len(inventory) - sum(len(j["granted"]) for j in running_jobs)
         return policy.Snapshot(
             now,
-            policy.Cluster.one_machine(len(inventory), free),
+            Cluster.one_machine(len(inventory), free),
             [running(j) for j in running_jobs],
             self._usage_at(now, running_jobs),
             self.runtimes,
@@ -76,7 +79,7 @@ class History:
         """Each team's decayed GPU-seconds: those of ended jobs, and running jobs' so far. A team
         whose last job ended more than HISTORY_HALF_LIVES half-lives ago no longer counts toward
         the equal shares."""
-        gone = now - HISTORY_HALF_LIVES * policy.FAIR_SHARE_HALF_LIFE_S
+        gone = now - HISTORY_HALF_LIVES * FAIR_SHARE_HALF_LIFE_S
         usage = {t: used for t, used in self.usage.at(now).items() if self._last_end.get(t, now) > gone}
         for job in running_jobs:
             usage[team(job)] = usage.get(team(job), 0.0) + meter.gpu_seconds(job, now)
@@ -84,9 +87,9 @@ class History:
 
     def _read_ended(self, now: float) -> None:
         if self.usage is None:  # the first read: only the recent past, from the start of the log
-            self.usage = policy.Usage(t0=now)
+            self.usage = Usage(t0=now)
             self._ended_seq = self.store.last_transition()
-            jobs = self.store.ended_after(0, since=now - HISTORY_HALF_LIVES * policy.FAIR_SHARE_HALF_LIFE_S)
+            jobs = self.store.ended_after(0, since=now - HISTORY_HALF_LIVES * FAIR_SHARE_HALF_LIFE_S)
         else:
             jobs = self.store.ended_after(self._ended_seq)
         for job in jobs:

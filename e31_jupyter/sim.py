@@ -8,7 +8,7 @@ order: arrivals are inserted, and the whole queue is re-sorted only when the pol
 priorities go stale (``Policy.refresh_s``).
 
 Fair-share usage is the meter's GPU-seconds (GPUs x time held), decayed by
-``policy.FAIR_SHARE_HALF_LIFE_S``; run-time estimates are learned only from jobs that have ended
+``fairshare.FAIR_SHARE_HALF_LIFE_S``; run-time estimates are learned only from jobs that have ended
 (their declared run time, their deadline window and what they took), short jobs' demand only from
 jobs already submitted.
 """
@@ -23,17 +23,10 @@ from collections import defaultdict, deque
 from dataclasses import dataclass
 from typing import Iterable, Sequence
 
-from .policy import (
-    Cluster,
-    Pending,
-    Policy,
-    Running,
-    RuntimeModel,
-    ShortDemand,
-    Snapshot,
-    Usage,
-    quantile,
-)
+from .fairshare import Usage
+from .learning import RuntimeModel, ShortDemand, quantile
+from .machines import Cluster
+from .policy import Pending, Policy, Running, Snapshot
 
 TICK_S = 300.0
 STALL_TICKS = 100_000  # passes on an idle cluster that start nothing before a replay gives up

@@ -5,7 +5,9 @@ from __future__ import annotations
 import pytest
 
 from e31_jupyter.forecast import FORECAST_JOBS, expected_starts, run_forward
-from e31_jupyter.policy import POLICIES, Cluster, Pending, Running, RuntimeModel, Snapshot
+from e31_jupyter.learning import RuntimeModel
+from e31_jupyter.machines import Cluster
+from e31_jupyter.policy import POLICIES, Pending, Running, Snapshot
 
 NOW = 100_000.0
 E31 = POLICIES["e31"]

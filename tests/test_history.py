@@ -6,7 +6,8 @@ from __future__ import annotations
 import pytest
 
 from e31_jupyter.history import HISTORY_HALF_LIVES, History, pending
-from e31_jupyter.policy import FAIR_SHARE_HALF_LIFE_S, decayed, expected_runtime
+from e31_jupyter.fairshare import FAIR_SHARE_HALF_LIFE_S, decayed
+from e31_jupyter.policy import expected_runtime
 from e31_jupyter.store import Store
 
 NOW = 1_800_000_000.0

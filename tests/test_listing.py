@@ -8,7 +8,8 @@ from support import ts, wait_for, wait_state, write_notebook
 
 from e31_jupyter import policy
 from e31_jupyter.line import Line
-from e31_jupyter.policy import Cluster, Pending, Snapshot
+from e31_jupyter.machines import Cluster
+from e31_jupyter.policy import Pending, Snapshot
 
 
 def _queue_behind_a_blocker(client, gated, count: int) -> tuple[dict, list[dict]]:

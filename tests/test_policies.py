@@ -6,18 +6,9 @@ import random
 
 import pytest
 
-from e31_jupyter.policy import (
-    E31_LANE,
-    POLICIES,
-    Cluster,
-    Pending,
-    Policy,
-    Running,
-    RuntimeModel,
-    ShortDemand,
-    Snapshot,
-    e31_lanes,
-)
+from e31_jupyter.learning import RuntimeModel, ShortDemand
+from e31_jupyter.machines import Cluster
+from e31_jupyter.policy import E31_LANE, POLICIES, Pending, Policy, Running, Snapshot, e31_lanes
 from e31_jupyter.sim import TraceJob, simulate
 
 NOW = 10_000.0

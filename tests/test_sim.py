@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from e31_jupyter.policy import FAIR_SHARE_HALF_LIFE_S, POLICIES, Policy, Usage, decayed
+from e31_jupyter.fairshare import FAIR_SHARE_HALF_LIFE_S, Usage, decayed
+from e31_jupyter.policy import POLICIES, Policy
 from e31_jupyter.sim import Outcome, Simulation, TraceJob, simulate, summarise, synthesise
 
 BENCHMARK = Path(__file__).resolve().parent.parent / "benchmarks" / "scheduling.py"
