@@ -2,13 +2,14 @@
 
 A submit and a checked submit (``--check``) go through the same ``propose``: the request, the
 data it names, the jobs it runs after, the caller's share of the queue, and the notebook. It
-raises what it refuses and returns the job, with warnings for what it accepts.
+raises what it refuses and returns the job, with warnings for what it accepts. A change to a
+queued job's request (``revise``) is checked the same way.
 """
 
 from __future__ import annotations
 
 import asyncio
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from .dependencies import ENDED_OTHERWISE, validate_after
@@ -17,6 +18,8 @@ from .job import (
     JobSpec,
     JobState,
     Limits,
+    Request,
+    iso,
     validate_image,
     validate_outputs,
     validate_parameters,
@@ -28,6 +31,10 @@ from .packaging import kernel_of, notebook_from_request
 from .settings import Settings
 from .staging import check_size, data_paths, inputs_path
 from .store import Store
+from .text import format_seconds
+
+# What may change while a job is queued; the rest is its work, fixed at submit.
+REVISABLE = ("gpus", "max_runtime", "expected_runtime", "deadline", "name", "team")
 
 
 @dataclass(frozen=True)
@@ -46,6 +53,16 @@ class Proposal:
     notebook: dict
     data: list[Path]
     inputs: Path | None
+    warnings: list[str]
+
+
+@dataclass
+class Revision:
+    """A queued job's request, name or team as changed and checked, not yet recorded."""
+
+    request: Request
+    fields: dict  # store columns that change, with their new values
+    changed: list[str]  # what changed, as people read it: "gpus 2 -> 1"
     warnings: list[str]
 
 
@@ -101,6 +118,44 @@ class Admission:
         )
         return Proposal(spec, notebook, data, inputs, warnings)
 
+    def revise(self, job: dict, changes, now: float) -> Revision:
+        """``job`` (a queued job's store row) with ``changes`` (REVISABLE fields, as a submit
+        body gives them; a null clears a run time or the deadline), checked as a submit checks
+        its request."""
+        if not isinstance(changes, dict) or not changes:
+            raise InvalidRequest(f"Say what to change, as a JSON object with any of: {', '.join(REVISABLE)}.")
+        unknown = sorted(set(changes) - set(REVISABLE))
+        if unknown:
+            raise InvalidRequest(
+                f"Cannot change {', '.join(unknown)} of a queued job; allowed: {', '.join(REVISABLE)}. "
+                "To change its notebook, parameters or data, resubmit it (e31 resubmit) and cancel this one."
+            )
+        current = {
+            "gpus": job["gpus_requested"],
+            "max_runtime": job["max_runtime_s"] if job["max_runtime_given"] else None,
+            "expected_runtime": job["expected_runtime_s"],
+            "deadline": iso(job["deadline"]),
+        }
+        asked = {key: value for key, value in changes.items() if key in current}
+        limits = Limits(self._settings.inventory, self._settings.default_max_runtime_s, [])
+        request, warnings = validate_request({**current, **asked}, limits, now)
+        if "max_runtime" not in asked and not job["max_runtime_given"]:  # keeps the default it was given
+            request = replace(request, max_runtime_s=job["max_runtime_s"])
+        new = {
+            "gpus_requested": request.gpus, "max_runtime_s": request.max_runtime_s,
+            "expected_runtime_s": request.expected_runtime_s, "deadline": request.deadline,
+            "max_runtime_given": int(request.max_runtime_given),
+        }  # fmt: skip
+        if "name" in changes:
+            new["name"] = validate_text(changes, "name")
+            if not new["name"]:
+                raise InvalidRequest("name: give the job a name that is not empty.")
+        if "team" in changes:
+            new["team"] = validate_text(changes, "team")
+        fields = {column: value for column, value in new.items() if value != job[column]}
+        changed = [_change(column, job[column], value) for column, value in fields.items()]
+        return Revision(request, fields, [c for c in changed if c], warnings if asked else [])
+
     def _valid_after(self, caller: Caller, value) -> list[str]:
         """The jobs a submit asks to run after: each one the caller may see, none ended
         without succeeding."""
@@ -124,3 +179,21 @@ class Admission:
                 "(c.E31.max_queued_per_user). Submit again when some have started, or cancel some.",
                 status=429,
             )
+
+
+def _change(column: str, old, new) -> str:
+    """One change as people read it ("" for bookkeeping that goes with another)."""
+    if column == "max_runtime_given":
+        return ""
+    label = {"gpus_requested": "gpus", "max_runtime_s": "max_runtime", "expected_runtime_s": "expected_runtime"}
+    return f"{label.get(column, column)} {_shown(column, old)} -> {_shown(column, new)}"
+
+
+def _shown(column: str, value) -> str:
+    if value is None or value == "":
+        return "none"
+    if column == "deadline":
+        return iso(value)
+    if column.endswith("_runtime_s"):
+        return format_seconds(value)
+    return str(value)

@@ -160,6 +160,12 @@ class E31Client:
     def job(self, job_id: str) -> dict:
         return self._json("GET", f"jobs/{quote(job_id)}")
 
+    def update(self, job_id: str, **changes) -> dict:
+        """Change a queued job's request (gpus, max_runtime, expected_runtime, deadline; None
+        clears a run time or the deadline), name or team; returns the job, with ``changed`` (what
+        did, as people read it) and ``warnings``."""
+        return self._json("PATCH", f"jobs/{quote(job_id)}", json=changes)
+
     def cancel(self, job_id: str) -> dict:
         return self._json("POST", f"jobs/{quote(job_id)}/cancel")
 

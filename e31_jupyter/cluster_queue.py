@@ -86,6 +86,15 @@ class ClusterQueue(Queue):
         self.schedule(force=True)
         return self.describe(self.store.get(job_id))
 
+    def update(self, caller: Caller, job_id: str, changes: dict) -> dict:
+        """Refused: the cluster holds a queued job and its request from submit on."""
+        self.visible_job(caller, job_id)
+        raise Conflict(
+            f"Job {job_id} was handed to Slurm at submit, and Slurm holds its request; e31 cannot "
+            "change it there. Submit it again as you want it (e31 resubmit JOB with the new "
+            "options), then cancel this one."
+        )
+
     def positions(self) -> dict[str, int]:
         """Places in the cluster's queue, as the last poll of the cluster recorded them."""
         return self.store.queue_positions()

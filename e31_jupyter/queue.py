@@ -28,7 +28,7 @@ from pathlib import Path
 
 from . import gpus as gpu_inventory
 from . import meter, policy, views
-from .admission import Admission, Caller
+from .admission import Admission, Caller, Revision
 from .dependencies import Standing, broken_reason, standing
 from .errors import Conflict, E31Error, InvalidRequest, NotFound
 from .job import (
@@ -43,7 +43,7 @@ from .job import (
 )
 from .forecast import Forecast, run_forward
 from .history import History, pending
-from .jobdir import JobDir
+from .jobdir import JobDir, write_json_atomic
 from .line import Line
 from .staging import Staging, body_again
 from .settings import Settings
@@ -177,11 +177,10 @@ class Queue:
         )
         await self._record(job_id, proposal.spec, _record_fields(job_id, caller, proposal.spec, body, now))
         job = self.store.get(job_id)
-        line = self.positions()
-        if job["state"] == JobState.QUEUED.value and isinstance(line, Line) and self._standing(job).ready:
-            line.join(pending(job))
+        if job["state"] == JobState.QUEUED.value:
+            self._rejoin_line(job)
         self._schedule_soon()
-        return self.describe(job, line), proposal.warnings
+        return self.describe(job), proposal.warnings
 
     async def check(self, caller: Caller, body: dict, kernels: list[str], root_dir: Path) -> dict:
         """What submitting ``body`` now would give, with nothing submitted: the same refusals
@@ -288,6 +287,55 @@ class Queue:
         if self.is_scheduler and job_id not in self._stopping:
             self._stop_job({**job, "stop_requested": "cancel"})
         return self.describe(self.store.get(job_id))
+
+    def update(self, caller: Caller, job_id: str, changes: dict) -> dict:
+        """Change a queued job's request (GPUs, run times, deadline), name or team in place: it
+        keeps its id, its files and the jobs that wait for it, and takes its place in line
+        anew. The change is recorded in its history."""
+        job = self._still_queued(self.visible_job(caller, job_id))
+        now = self.clock()
+        revision = self.admission.revise(job, changes, now)
+        if revision.fields:
+            spec = {**job["spec"], **{k: revision.fields[k] for k in ("name", "team") if k in revision.fields}}
+            reason = f"changed by {caller.name}: {'; '.join(revision.changed)}"
+            if not self.store.transition(job_id, ("queued",), "queued", reason, now, **revision.fields, spec=spec):
+                self._still_queued(self.store.get(job_id))  # it started or ended meanwhile: raises
+            self._revise_spec_file(job_id, revision)
+            self._rejoin_line(self.store.get(job_id))
+            self._forecast = (None, Forecast())  # the line changed in place: forecast it again
+            self._schedule_soon()
+        return {**self.describe(self.store.get(job_id)), "changed": revision.changed, "warnings": revision.warnings}
+
+    def _still_queued(self, job: dict) -> dict:
+        if job["state"] != JobState.QUEUED.value:
+            where = "is running" if job["state"] == JobState.RUNNING.value else f"has already ended ({job['state']})"
+            raise Conflict(
+                f"Job {job['id']} {where}; only a queued job's request can change. "
+                "To run it again with another request: e31 resubmit."
+            )
+        return job
+
+    def _revise_spec_file(self, job_id: str, revision: Revision) -> None:
+        """The job's ``spec.json`` says what it asks for now (a resubmit starts from it)."""
+        jobdir = self.jobdir(job_id)
+        spec = jobdir.read_json(jobdir.spec)
+        if spec is None:
+            return
+        request = revision.request
+        spec["request"].update(
+            gpus=request.gpus, max_runtime_s=request.max_runtime_s, expected_runtime_s=request.expected_runtime_s,
+            deadline=request.deadline, max_runtime_given=request.max_runtime_given,
+        )  # fmt: skip
+        spec.update({k: revision.fields[k] for k in ("name", "team") if k in revision.fields})
+        write_json_atomic(jobdir.spec, spec)
+
+    def _rejoin_line(self, job: dict) -> None:
+        """A queued job takes its place in line (new, or its request changed), unless it waits
+        for others."""
+        self._leave_line(job["id"])
+        line = self.positions()
+        if isinstance(line, Line) and self._standing(job).ready:
+            line.join(pending(job))
 
     def visible_job(self, caller: Caller, job_id: str) -> dict:
         job = self.store.get(job_id) if isinstance(job_id, str) else None

@@ -120,6 +120,26 @@ def test_query_arguments_are_checked(api, busy_queue):
     _refused(api("GET", "meter?since=yesterday"), 400, "since", "ISO 8601")
 
 
+def test_bad_updates_are_refused_with_a_reason_and_change_nothing(client, api, busy_queue):
+    running, queued = busy_queue
+    before, history = _queue_state(client), client.job(queued["id"])["transitions"]
+    for body, status, words in [
+        ({}, 400, ["Say what to change"]),
+        ([1], 400, ["JSON object"]),
+        ({"parameters": {"a": 1}}, 400, ["Cannot change parameters", "resubmit"]),
+        ({"gpus": 3}, 400, ["gpus", "at most 2"]),
+        ({"gpus": -1}, 400, ["gpus"]),
+        ({"expected_runtime": "3d"}, 400, ["longer than max_runtime"]),
+        ({"max_runtime": "soon"}, 400, ["max_runtime", "duration"]),
+        ({"deadline": "1999-01-01"}, 400, ["in the past"]),
+        ({"name": ""}, 400, ["name"]),
+    ]:
+        _refused(api("PATCH", f"jobs/{queued['id']}", json=body), status, *words)
+    _refused(api("PATCH", f"jobs/{running['id']}", json={"gpus": 1}), 409, "running", "only a queued job")
+    _refused(api("PATCH", "jobs/no-such-job", json={"gpus": 1}), 404, "No job")
+    assert _queue_state(client) == before and client.job(queued["id"])["transitions"] == history
+
+
 def test_cancelling_a_finished_job_is_a_conflict(client, api, tmp_path):
     job = client.submit(path=str(write_notebook(tmp_path / "quick.ipynb", "x = 1")))
     wait_state(client, job["id"], "succeeded")

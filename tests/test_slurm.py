@@ -184,6 +184,9 @@ def test_slurm_holds_a_job_after_another_and_e31_drops_one_after_a_failure(serve
     assert then["waiting_for"] == [first["id"]]
     assert wait_for(lambda: _with_reason(client, then["id"], "Dependency"), 15, what="then to pend on its dependency")
     assert slurm.job_info(_slurm_id(server, then["id"]))["Dependency"].startswith(f"afterok:{_slurm_id(server, first['id'])}")
+    with pytest.raises(E31Error, match="handed to Slurm") as refused:  # Slurm holds its request
+        client.update(then["id"], gpus=2)
+    assert refused.value.status == 409 and client.job(then["id"])["request"]["gpus"] == 1
     failing = client.submit(path=str(write_notebook(tmp_path / "bad.ipynb", "1 / 0")), gpus=0)
     doomed = client.submit(path=str(quick), gpus=0, after=failing["id"], name="doomed")
     doomed = wait_state(client, doomed["id"], "expired", "succeeded", "failed", "cancelled", timeout=60)

@@ -145,6 +145,12 @@ class JobHandler(E31Handler):
         job = self.queue.visible_job(self.caller, job_id)
         self.finish({**self.queue.describe(job), "transitions": self.queue.transitions(job_id)})
 
+    @web.authenticated
+    @authorized
+    @_answers_errors
+    async def patch(self, job_id):
+        self.finish(self.queue.update(self.caller, job_id, self.json_body()))
+
 
 class CancelHandler(E31Handler):
     @web.authenticated

@@ -1,0 +1,53 @@
+"""Changing a queued job in place (``PATCH /jobs/{id}``, ``e31 update``): a real server, real
+kernels, the real SQLite file."""
+
+from __future__ import annotations
+
+from conftest import wait_state
+
+
+def test_a_queued_job_takes_its_new_request_keeps_its_id_and_those_waiting_for_it(client, gated):
+    hog = wait_state(client, gated.submit(client, "hog", gpus=2)["id"], "running")
+    early = gated.submit(client, "early", gpus=1, deadline="+2h", expected_runtime="1m")
+    late = gated.submit(client, "late", gpus=1, deadline="+3h", expected_runtime="1m")
+    after = client.submit(path=str(gated.notebook), name="after", parameters=gated.params("after"), after=late["id"])
+    assert (client.job(early["id"])["queue_position"], client.job(late["id"])["queue_position"]) == (1, 2)
+
+    late = client.update(late["id"], deadline="+1h", gpus=2, name="urgent", team="vision")
+    assert late["state"] == "queued" and late["name"] == "urgent"
+    assert [c.split()[0] for c in late["changed"]] == ["gpus", "deadline", "name", "team"]
+    assert late["request"]["gpus"] == 2 and late["queue_position"] == 1  # earliest deadline now
+    assert client.job(early["id"])["queue_position"] == 2
+    history = client.job(late["id"])["transitions"]
+    assert (history[-1]["from"], history[-1]["to"]) == ("queued", "queued")
+    assert history[-1]["reason"].startswith("changed by ") and "gpus 1 -> 2" in history[-1]["reason"]
+    assert client.job(after["id"])["waiting_for"] == [late["id"]]
+
+    again = client.check_resubmit(late["id"])  # a resubmit starts from the job as it is now
+    assert again["name"] == "urgent" and again["request"]["gpus"] == 2
+
+    gated.open("hog")
+    started = wait_state(client, late["id"], "running")
+    assert len(started["gpus"]) == 2  # the new request is what it was granted
+    gated.open("late")  # its gate is named by the parameter it was submitted with
+    assert wait_state(client, late["id"], "succeeded")["state"] == "succeeded"
+    gated.open("early")
+    gated.open("after")
+    assert wait_state(client, after["id"], "succeeded")["state"] == "succeeded"
+    assert wait_state(client, early["id"], "succeeded")["state"] == "succeeded"
+    assert hog["id"] != late["id"]
+
+
+def test_a_deadline_or_expected_run_time_can_be_cleared_and_nothing_changed_changes_nothing(client, gated):
+    hog = wait_state(client, gated.submit(client, "hog", gpus=2)["id"], "running")
+    job = gated.submit(client, "job", gpus=1, deadline="+2h", expected_runtime="10m", max_runtime="1h")
+    job = client.update(job["id"], deadline=None, expected_runtime=None)
+    assert job["request"]["deadline"] is None and job["request"]["expected_runtime_s"] is None
+    assert job["request"]["max_runtime_s"] == 3600  # what was not named stays
+    before = client.job(job["id"])["transitions"]
+    same = client.update(job["id"], gpus=1, max_runtime="1h")
+    assert same["changed"] == [] and client.job(job["id"])["transitions"] == before
+    gated.open("hog")
+    gated.open("job")
+    assert wait_state(client, job["id"], "succeeded")["state"] == "succeeded"
+    assert hog["state"] == "running"
