@@ -32,7 +32,7 @@ from .notebook_checks import left_behind_warnings
 from .packaging import DEFAULT_KERNEL, cell_names, cell_notebook, import_line
 
 HIDDEN = {"In", "Out", "get_ipython", "exit", "quit"}  # IPython's own names, never captured
-LINE_COMMANDS = ("submit-notebook", "resubmit", "jobs", "status", "logs", "cancel", "wait", "collect")
+LINE_COMMANDS = ("submit-notebook", "resubmit", "update", "jobs", "status", "logs", "cancel", "wait", "collect")
 USAGE = (
     "Usage: %%e31 submit [options] on a cell, or %e31 COMMAND with COMMAND one of "
     + ", ".join(LINE_COMMANDS)

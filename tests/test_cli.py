@@ -361,6 +361,27 @@ def test_cancel_of_several_jobs_cancels_each_it_can(e31, client, gated, trained)
     assert wait_state(client, running["id"], "cancelled", "succeeded", timeout=30)["state"] == "cancelled"
 
 
+# -- update -----------------------------------------------------------------------------------
+
+
+def test_update_changes_each_queued_job_it_can_and_names_the_one_it_cannot(e31, client, gated):
+    running = wait_state(client, gated.submit(client, "running", gpus=2)["id"], "running")
+    first = gated.submit(client, "first", gpus=1, deadline="+3h")
+    second = gated.submit(client, "second", gpus=1)
+    assert_one_line_error(*e31("update", first["id"]), "Say what to change", "--deadline")
+    code, out, err = e31("update", first["id"], running["id"], second["id"], "--deadline", "+1h", "--gpus", "2")
+    assert code == 2 and err.count("\n") == 1 and running["id"] in err and "only a queued job" in err
+    lines = out.splitlines()
+    assert [line.split()[0] for line in lines] == [first["id"], second["id"]]
+    assert "changed gpus 1 -> 2; deadline " in lines[0] and "now queued (position " in lines[0]
+    assert "changed gpus 1 -> 2; deadline none -> " in lines[1]
+    assert [client.job(j["id"])["request"]["gpus"] for j in (first, second)] == [2, 2]
+    code, out, _ = e31("update", first["id"], "--no-deadline", "--json")
+    assert code == 0 and json.loads(out)["request"]["deadline"] is None
+    for name in ("running", "first", "second"):
+        gated.open(name)
+
+
 # -- meter and gpus ---------------------------------------------------------------------------
 
 

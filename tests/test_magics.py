@@ -186,6 +186,10 @@ def test_line_commands(kernel, client, gated):
     assert job["id"] in kernel.run("%e31 jobs --state running").stdout  # with options: the CLI's table
     assert "listed" in kernel.run(f"%e31 status {job['id']}").stdout
     assert "listed" in kernel.run("%e31 status last").stdout  # the newest job
+    waiting = gated.submit(client, "waiting", gpus=2)  # behind the one running
+    out = kernel.run("%e31 update last --deadline +1h --name renamed").stdout
+    assert out.startswith(f"{waiting['id']}  changed deadline none -> ") and "name waiting -> renamed" in out
+    kernel.run(f"%e31 cancel {waiting['id']}")
     kernel.run(f"%e31 cancel {job['id'].split('-')[1]}")  # enough of its id
     assert wait_state(client, job["id"], "cancelled")["state"] == "cancelled"
     assert "No job's id starts with 'nope'" in kernel.run("%e31 status nope").stderr

@@ -8,6 +8,7 @@ import os
 from pathlib import Path
 
 from .. import sweep
+from ..errors import InvalidRequest
 
 JOB_HELP = "a job's id, or enough of it to be unique (its part after the dash will do), or `last`: your newest job"
 
@@ -118,3 +119,44 @@ def container_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--image", help="the container image to run in (default: the queue's)")
     parser.add_argument("--memory", metavar="SIZE", help="the container's memory limit, e.g. 16g")
     parser.add_argument("--cpus", type=float, help="the container's CPU limit, e.g. 8 or 0.5")
+
+
+def update_options(parser: argparse.ArgumentParser) -> None:
+    """What ``e31 update`` may change of a queued job; what is not given stays."""
+    parser.add_argument("--gpus", type=int, help="GPUs to hold")
+    parser.add_argument("--max-runtime", type=duration, metavar="DUR", help="stop it after this: 90m, 6h, 1d or seconds")
+    expected = parser.add_mutually_exclusive_group()
+    expected.add_argument(
+        "--expected-runtime", type=duration, metavar="DUR", default=argparse.SUPPRESS, help="how long it should take"
+    )
+    expected.add_argument(
+        "--no-expected-runtime", dest="expected_runtime", action="store_const", const=None, default=argparse.SUPPRESS,
+        help="it declares no expected run time any more",
+    )
+    deadline = parser.add_mutually_exclusive_group()
+    deadline.add_argument(
+        "--deadline", metavar="WHEN", default=argparse.SUPPRESS, help="finish by: ISO 8601, +6h or 08:00"
+    )
+    deadline.add_argument(
+        "--no-deadline", dest="deadline", action="store_const", const=None, default=argparse.SUPPRESS,
+        help="it has no deadline any more",
+    )
+    parser.add_argument("--name", help="a new name")
+    parser.add_argument("--team", help="the team to charge")
+
+
+def update_changes(args: argparse.Namespace) -> dict:
+    """The changes ``update_options`` were given: a value, or None where --no-... clears one."""
+    given = {
+        "gpus": args.gpus, "max_runtime": args.max_runtime, "name": args.name, "team": args.team,
+    }  # fmt: skip
+    changes = {key: value for key, value in given.items() if value is not None}
+    for cleared in ("expected_runtime", "deadline"):  # absent unless given, None when cleared
+        if cleared in args:
+            changes[cleared] = getattr(args, cleared)
+    if not changes:
+        raise InvalidRequest(
+            "Say what to change: --gpus, --max-runtime, --expected-runtime, --deadline, --no-deadline, "
+            "--no-expected-runtime, --name or --team."
+        )
+    return changes

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from ..client import FINAL_STATES, E31Client
 from ..errors import E31Error
-from .arguments import request_changes, submit_bodies
+from .arguments import request_changes, submit_bodies, update_changes
 from .listing import (
     as_json,
     describe,
@@ -178,6 +178,27 @@ def cmd_wait(client: E31Client, args) -> int:
         ended.append(client.wait(job_id))
         print_job_lines(ended[-1:])
     return 0 if all(job["state"] == "succeeded" for job in ended) else 1
+
+
+def cmd_update(client: E31Client, args) -> int:
+    """Change each queued job named (all named first); one that cannot change does not stop
+    the others."""
+    changes = update_changes(args)
+
+    def update(job_id: str) -> None:
+        try:
+            job = client.update(job_id, **changes)
+        except E31Error as error:  # name the job: with several, the message alone would not
+            message = error.message if job_id in error.message else f"{job_id}: {error.message}"
+            raise E31Error(message, error.status) from None
+        print_warnings(job["warnings"])
+        if args.json:
+            print(as_json(job))
+            return
+        changed = "changed " + "; ".join(job["changed"]) if job["changed"] else "nothing to change"
+        print(f"{job['id']}  {changed}; now {describe(job)}")
+
+    return _each(client, args.job, update)
 
 
 def cmd_cancel(client: E31Client, args) -> int:

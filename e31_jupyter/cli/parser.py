@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from .arguments import JOB_HELP, container_options, positive_int, request_options, wait_or_check
+from .arguments import JOB_HELP, container_options, positive_int, request_options, update_options, wait_or_check
 from .commands import (
     cmd_cancel,
     cmd_collect,
@@ -15,6 +15,7 @@ from .commands import (
     cmd_resubmit,
     cmd_status,
     cmd_submit,
+    cmd_update,
     cmd_wait,
 )
 
@@ -64,6 +65,15 @@ def build_parser() -> argparse.ArgumentParser:
     request_options(resubmit, defaults="the earlier job's")
     wait_or_check(resubmit)
     json_flag(resubmit)
+
+    update = command(
+        "update", cmd_update,
+        "change queued jobs' request (GPUs, run times, deadline), name or team; each keeps its id and "
+        "the jobs that wait for it, and takes its place in line anew",
+    )  # fmt: skip
+    update.add_argument("job", metavar="JOB", nargs="+", help=JOB_HELP + " (several: each of them)")
+    update_options(update)
+    json_flag(update)
 
     jobs = command("jobs", cmd_jobs, "list jobs, newest first")
     jobs.add_argument("--state", choices=STATES)
