@@ -186,11 +186,7 @@ def cmd_update(client: E31Client, args) -> int:
     changes = update_changes(args)
 
     def update(job_id: str) -> None:
-        try:
-            job = client.update(job_id, **changes)
-        except E31Error as error:  # name the job: with several, the message alone would not
-            message = error.message if job_id in error.message else f"{job_id}: {error.message}"
-            raise E31Error(message, error.status) from None
+        job = client.update(job_id, **changes)
         print_warnings(job["warnings"])
         if args.json:
             print(as_json(job))
@@ -214,7 +210,7 @@ def cmd_cancel(client: E31Client, args) -> int:
 
 def _each(client: E31Client, refs: list[str], action) -> int:
     """``action`` on each job named, all named first. With one job its error is the command's;
-    with several, one refused (its message names it) does not stop the others: exit 2 after."""
+    with several, one refused (named in its message) does not stop the others: exit 2 after."""
     job_ids = client.resolve_all(refs)
     if len(job_ids) == 1:
         action(job_ids[0])
@@ -224,7 +220,8 @@ def _each(client: E31Client, refs: list[str], action) -> int:
         try:
             action(job_id)
         except E31Error as error:
-            print(f"e31: {error.message}", file=sys.stderr)
+            named = error.message if job_id in error.message else f"{job_id}: {error.message}"
+            print(f"e31: {named}", file=sys.stderr)
             refused += 1
     return 2 if refused else 0
 
