@@ -65,6 +65,11 @@ class Revision:
     changed: list[str]  # what changed, as people read it: "gpus 2 -> 1"
     warnings: list[str]
 
+    @property
+    def labels(self) -> dict:
+        """The new name and team, where they changed (the spec holds them too)."""
+        return {key: self.fields[key] for key in ("name", "team") if key in self.fields}
+
 
 class Admission:
     """Checks submits against the queue's settings and the jobs it has recorded."""
@@ -80,10 +85,7 @@ class Admission:
         with the warnings for what it accepts."""
         if not isinstance(body, dict):
             raise InvalidRequest("The request body must be a JSON object.")
-        limits = Limits(
-            self._settings.inventory, self._settings.default_max_runtime_s, kernels,
-            container=getattr(self._backend, "container_limits", None),
-        )  # fmt: skip
+        limits = self._limits(kernels)
         request, warnings = validate_request(body, limits, now)
         outputs, reports = validate_outputs(body)
         parameters = validate_parameters(body.get("parameters"))
@@ -137,8 +139,7 @@ class Admission:
             "deadline": iso(job["deadline"]),
         }
         asked = {key: value for key, value in changes.items() if key in current}
-        limits = Limits(self._settings.inventory, self._settings.default_max_runtime_s, [])
-        request, warnings = validate_request({**current, **asked}, limits, now)
+        request, warnings = validate_request({**current, **asked}, self._limits(), now)
         if "max_runtime" not in asked and not job["max_runtime_given"]:  # keeps the default it was given
             request = replace(request, max_runtime_s=job["max_runtime_s"])
         new = {
@@ -155,6 +156,12 @@ class Admission:
         fields = {column: value for column, value in new.items() if value != job[column]}
         changed = [_change(column, job[column], value) for column, value in fields.items()]
         return Revision(request, fields, [c for c in changed if c], warnings if asked else [])
+
+    def _limits(self, kernels: list[str] = ()) -> Limits:
+        return Limits(
+            self._settings.inventory, self._settings.default_max_runtime_s, list(kernels),
+            container=getattr(self._backend, "container_limits", None),
+        )  # fmt: skip
 
     def _valid_after(self, caller: Caller, value) -> list[str]:
         """The jobs a submit asks to run after: each one the caller may see, none ended

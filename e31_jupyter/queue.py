@@ -296,7 +296,7 @@ class Queue:
         now = self.clock()
         revision = self.admission.revise(job, changes, now)
         if revision.fields:
-            spec = {**job["spec"], **{k: revision.fields[k] for k in ("name", "team") if k in revision.fields}}
+            spec = {**job["spec"], **revision.labels}
             reason = f"changed by {caller.name}: {'; '.join(revision.changed)}"
             if not self.store.transition(job_id, ("queued",), "queued", reason, now, **revision.fields, spec=spec):
                 self._still_queued(self.store.get(job_id))  # it started or ended meanwhile: raises
@@ -326,7 +326,7 @@ class Queue:
             gpus=request.gpus, max_runtime_s=request.max_runtime_s, expected_runtime_s=request.expected_runtime_s,
             deadline=request.deadline, max_runtime_given=request.max_runtime_given,
         )  # fmt: skip
-        spec.update({k: revision.fields[k] for k in ("name", "team") if k in revision.fields})
+        spec.update(revision.labels)
         write_json_atomic(jobdir.spec, spec)
 
     def _rejoin_line(self, job: dict) -> None:
