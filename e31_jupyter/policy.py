@@ -19,8 +19,9 @@ policy's priorities can have moved (``refresh_s``), as Slurm does every Priority
 - ``e31``, the default: earliest deadline first with EASY backfill, jobs bigger than a machine
   first; run times learned from finished jobs (their declared run times and deadline windows;
   for a job that declared none, what such jobs took) decide when a job expires (more likely than not to miss); a lane of GPUs that long jobs which
-  can wait leave to short and urgent ones, wider while short jobs keep coming; a fair-share
-  nudge. See ``e31_priority``, ``e31_lanes`` and ``e31_walk``.
+  can wait leave to short and urgent ones, wider while short jobs keep coming; at most a share
+  of the GPUs for jobs that run for days while they can wait; a fair-share nudge. See
+  ``e31_priority``, ``e31_lanes``, ``LongJobs`` and ``e31_walk``.
 """
 
 from __future__ import annotations
@@ -317,6 +318,9 @@ E31_SHORT_S = 3600.0  # a job expected to take at most this is short
 E31_URGENT_S = 900.0  # a job that must start within this to make its deadline is urgent
 E31_FAIR_SHARE = 0.25  # how far (in expected run times) fair-share moves a job in the queue
 E31_GIVE_UP = 0.5  # a waiting job expires when it would miss even if it took this quantile of run time
+E31_LONG_S = 24 * 3600.0  # a job expected to hold its GPUs longer than this is long
+E31_LONG_SHARE = 0.6  # long jobs that can wait start only while long jobs hold at most this share of the GPUs
+E31_LONG_SLACK = 0.5  # a long job can wait while its deadline leaves it this many run times of slack
 
 
 def expected_runtime(job: Pending, snap: Snapshot, q: float = 0.5) -> float:
@@ -360,29 +364,41 @@ def e31_lanes(snap: Snapshot) -> tuple[int, int]:
 
 
 def e31_walk(ordered: Sequence[Pending], snap: Snapshot) -> Decision:
-    """EASY backfill in ``e31_priority`` order, with two rules of its own:
+    """EASY backfill in ``e31_priority`` order, with rules of its own:
 
     - A job expires when it is more likely than not to miss its deadline: when it cannot start
       now and its expected run time (``expected_runtime``, learned from finished jobs, not the
       over-estimated declared time) no longer fits before the deadline. Its GPUs go to jobs that
       can still make theirs.
+    - Long jobs (expected over E31_LONG_S) that can wait (their deadline leaves E31_LONG_SLACK
+      run times of slack, or they have none) start only while long jobs hold at most
+      E31_LONG_SHARE of the GPUs (``LongJobs``): the rest turn over within a day, so a burst
+      finds GPUs freeing every hour instead of a cluster given to jobs that end next week.
     - The last GPUs are a lane (``e31_lanes``) for short jobs (expected <= E31_SHORT_S) and urgent
       ones (latest start within E31_URGENT_S): a long job that can wait does not take them, so a
       burst of short jobs finds GPUs free instead of behind jobs that hold theirs for days. Jobs
-      bigger than a machine are exempt (they use whole machines, which the lane does not count
-      on), and so are jobs too big to ever leave the lane free. While short jobs keep coming the
-      lane is wider for very long jobs only.
+      too big to ever leave the lane free are exempt. While short jobs keep coming the lane is
+      wider for very long jobs only.
+
+    Jobs bigger than a machine are exempt from both (they use whole machines, first come first
+    served, and always hold the reservation).
     """
     now = snap.now
     base, lane = e31_lanes(snap)
+    long_jobs = LongJobs(snap)
 
     def may_start(job: Pending, cluster: Cluster) -> bool:
-        if job.gpus > cluster.machine_gpus or job.gpus > cluster.gpus - lane or cluster.free_gpus - job.gpus >= lane:
-            return True  # whole machines, too big to leave the lane free anyway, or room beside it
+        if job.gpus > cluster.machine_gpus:
+            return True
         expected = expected_runtime(job, snap)
-        if cluster.free_gpus - job.gpus >= base and expected <= E31_VERY_LONG_S:
-            return True  # only very long jobs are kept from the part the lane grew by
-        return expected <= E31_SHORT_S or (job.deadline is not None and job.deadline - expected - now <= E31_URGENT_S)
+        is_long = expected > E31_LONG_S
+        if is_long and _can_wait(job, expected, now, E31_LONG_SLACK * expected) and not long_jobs.admit(job.gpus):
+            return False
+        if not _leaves_lane(job, expected, cluster, base, lane, now):
+            return False
+        if is_long:
+            long_jobs.started(job.gpus)
+        return True
 
     return walk(
         ordered,
@@ -390,6 +406,57 @@ def e31_walk(ordered: Sequence[Pending], snap: Snapshot) -> Decision:
         hopeless=lambda job: _late(job, now, expected_runtime(job, snap, E31_GIVE_UP), _learned_from(job)),
         may_start=may_start,
     )
+
+
+class LongJobs:
+    """The GPUs long jobs (expected over E31_LONG_S, one machine at most) hold during a pass, and
+    the most they may hold while they can wait. Counted on first use: most passes start no long
+    job, and counting asks the run-time model about every running job."""
+
+    def __init__(self, snap: Snapshot):
+        self.snap = snap
+        self.limit = E31_LONG_SHARE * snap.cluster.gpus
+        self._ratios: dict[str, float] = {}
+
+    @cached_property
+    def held(self) -> int:
+        snap, machine = self.snap, self.snap.cluster.machine_gpus
+        return sum(r.gpus for r in snap.running if r.gpus <= machine and self._expected(r) > E31_LONG_S)
+
+    def _expected(self, job: Running) -> float:
+        """What a running job was expected to take, as ``expected_runtime`` without a deadline
+        (declared x the team's median actual / declared), with each team's ratio looked up once."""
+        model = self.snap.runtimes
+        if job.estimate <= 0:
+            whole = model.runtime(job.team, 0.0, None, 0.5)
+        else:
+            ratio = self._ratios.get(job.team)
+            if ratio is None:
+                ratio = self._ratios[job.team] = model.ratio(job.team, 0.5)
+            whole = job.estimate * ratio
+        return min(whole, job.max_runtime)
+
+    def admit(self, gpus: int) -> bool:
+        """Whether a long job of ``gpus`` may start; the first always may, however many it asks
+        for, so a small cluster still runs its long jobs one by one."""
+        return self.held == 0 or self.held + gpus <= self.limit
+
+    def started(self, gpus: int) -> None:
+        self.held += gpus
+
+
+def _leaves_lane(job: Pending, expected: float, cluster: Cluster, base: int, lane: int, now: float) -> bool:
+    """Whether a job may take GPUs now without eating into the lane kept for short and urgent jobs."""
+    if job.gpus > cluster.gpus - lane or cluster.free_gpus - job.gpus >= lane:
+        return True  # too big to leave the lane free anyway, or room beside it
+    if cluster.free_gpus - job.gpus >= base and expected <= E31_VERY_LONG_S:
+        return True  # only very long jobs are kept from the part the lane grew by
+    return expected <= E31_SHORT_S or not _can_wait(job, expected, now, E31_URGENT_S)
+
+
+def _can_wait(job: Pending, expected: float, now: float, margin: float) -> bool:
+    """Whether the job would still make its deadline starting ``margin`` from now (always, without one)."""
+    return job.deadline is None or job.deadline - expected - now > margin
 
 
 def _learned_from(job: Pending) -> str:

@@ -8,7 +8,7 @@ import pytest
 
 from e31_jupyter.learning import RuntimeModel, ShortDemand
 from e31_jupyter.machines import Cluster
-from e31_jupyter.policy import E31_LANE, POLICIES, Pending, Policy, Running, Snapshot, e31_lanes
+from e31_jupyter.policy import E31_LANE, E31_LONG_SHARE, POLICIES, Pending, Policy, Running, Snapshot, e31_lanes
 from e31_jupyter.sim import TraceJob, simulate
 
 NOW = 10_000.0
@@ -310,6 +310,52 @@ def test_the_grown_lane_holds_back_very_long_jobs_only():
     assert sorted(decide("e31", [few_hours, very_long], free_10).start) == ["few_hours", "very_long"]
     free_10.demand = _short_bursts(6, 40)  # the lane grows to 12 GPUs
     assert decide("e31", [few_hours, very_long], free_10).start == ["few_hours"]
+
+
+DAY = 86400.0
+
+
+def _long_jobs_hold(gpus: int) -> Snapshot:
+    """40 GPUs in 5 machines: ``gpus`` of them held by jobs that run for days, 8 by a job ending
+    within the hour; the rest free."""
+    days = [Running(f"days{m}", min(8, gpus - 8 * m), NOW - 10, 4 * DAY, (m,), 4 * DAY) for m in range((gpus + 7) // 8)]
+    hour = Running("hour", 8, NOW - 10, 3600, (4,), 3600)
+    free = [8 - r.gpus for r in days] + [8] * (4 - len(days)) + [0]
+    return snapshot(free, days + [hour])
+
+
+def test_long_jobs_that_can_wait_hold_at_most_their_share_of_the_gpus():
+    assert E31_LONG_SHARE * 40 == 24
+    long_job = pending("long", 4, max_runtime=2 * DAY, deadline=NOW + 5 * DAY)  # 3 days of slack
+    few_hours = pending("few_hours", 4, max_runtime=6 * 3600, deadline=NOW + 5 * DAY)
+    assert sorted(decide("e31", [long_job, few_hours], _long_jobs_hold(16)).start) == ["few_hours", "long"]  # 16 + 4 <= 24
+    decision = decide("e31", [long_job, few_hours], _long_jobs_hold(24))  # 24 + 4 > 24: it waits
+    assert decision.start == ["few_hours"] and decision.expire == []
+
+
+def test_the_share_counts_long_jobs_started_in_the_same_pass():
+    first, second = (pending(name, 4, max_runtime=2 * DAY, deadline=NOW + 5 * DAY) for name in ("first", "second"))
+    assert decide("e31", [first, second], _long_jobs_hold(20)).start == ["first"]  # 20 + 4, then 24 + 4 > 24
+
+
+def test_a_long_job_whose_slack_runs_short_starts_beyond_the_share():
+    tight = pending("tight", 4, max_runtime=2 * DAY, deadline=NOW + 2.9 * DAY)  # slack under half its run time
+    no_deadline = pending("no_deadline", 4, max_runtime=2 * DAY)  # can always wait
+    assert decide("e31", [tight, no_deadline], _long_jobs_hold(24)).start == ["tight"]
+
+
+def test_the_first_long_job_starts_however_much_of_a_small_cluster_it_takes():
+    job = pending("whole", 8, max_runtime=2 * DAY)
+    assert decide("e31", [job], snapshot([8])).start == ["whole"]  # 8 > 60% of 8, but nothing long runs
+    running = [Running("long", 8, NOW - 10, 2 * DAY, (0,), 2 * DAY)]
+    assert decide("e31", [job], snapshot([0, 8], running)).start == []
+
+
+def test_the_share_goes_by_learned_run_times_not_declared_ones():
+    declared_long = pending("declared_long", 4, max_runtime=2 * DAY, deadline=NOW + 5 * DAY, team="t")
+    snap = _long_jobs_hold(24)
+    snap.runtimes = _learned(0.25)  # the team's jobs take a quarter of what they declare: 12 hours
+    assert decide("e31", [declared_long], snap).start == ["declared_long"]
 
 
 def test_e31_serves_a_team_under_its_share_before_one_over_it():
