@@ -37,6 +37,7 @@ class Forecast:
     starts: dict[str, float] = field(default_factory=dict)
     ends: dict[str, float] = field(default_factory=dict)  # of running and started jobs, where known
     expired: set[str] = field(default_factory=set)  # gave up on before they started: deadline out of reach
+    held_back: dict[str, str] = field(default_factory=dict)  # why a job waits now though GPUs for it are free
 
 
 def expected_starts(
@@ -81,6 +82,8 @@ def run_forward(
                 if hold is not None:  # else it holds its GPUs for as long as the forecast looks
                     heapq.heappush(ends, (now + hold, next(order), held))
                     seen.ends[job.id] = now + hold
+        if now == snap.now:
+            seen.held_back.update(decision.held_back)
         expired = {job_id for job_id, _ in decision.expire}
         seen.expired |= expired
         gone = expired | set(decision.start)

@@ -68,6 +68,7 @@ class Decision:
     start: list[str] = field(default_factory=list)
     expire: list[tuple[str, str]] = field(default_factory=list)  # (job id, reason)
     placement: dict[str, tuple[int, ...]] = field(default_factory=dict)  # job id -> its machines
+    held_back: dict[str, str] = field(default_factory=dict)  # job id -> why it waits though GPUs for it are free
 
 
 @dataclass
@@ -129,6 +130,7 @@ class Reservation:
 
     shadow: float
     spare: dict[int, int]
+    job_id: str = ""
 
     @cached_property
     def machines(self) -> frozenset[int]:
@@ -142,8 +144,8 @@ def reserve(job: Pending, holders: Sequence[Running], cluster: Cluster, now: flo
         trial.release(holder.machines, holder.gpus)
         if trial.fits(job.gpus):
             machines = trial.place(job.gpus)
-            return Reservation(max(now, end_of(holder)), {m: trial.free[m] for m in machines})
-    return Reservation(math.inf, {})
+            return Reservation(max(now, end_of(holder)), {m: trial.free[m] for m in machines}, job.id)
+    return Reservation(math.inf, {}, job.id)
 
 
 def walk(
@@ -155,7 +157,7 @@ def walk(
     end_of: Callable[[Running], float] = lambda r: r.ends_by,
     hopeless: Callable[[Pending], str] = lambda job: "",
     drop_first: bool = False,
-    may_start: Callable[[Pending, Cluster], bool] | None = None,
+    held_back: Callable[[Pending, Cluster], str] | None = None,
 ) -> Decision:
     """Start jobs in order while they fit.
 
@@ -166,8 +168,9 @@ def walk(
     more starts.
 
     A job that does not start expires when ``hopeless`` gives a reason; with ``drop_first`` it is
-    asked before the job may start. ``may_start`` may hold back a job that fits (no reservation
-    is made for it).
+    asked before the job may start. ``held_back`` may keep a job that fits from starting, by
+    giving the reason (no reservation is made for it). Every job that waits though there are
+    GPUs for it gets the reason in ``Decision.held_back``: the policy's, or the reservation's.
     """
     decision = Decision()
     now, cluster = snap.now, snap.cluster.copy()
@@ -187,10 +190,15 @@ def walk(
         if not reason and job.gpus < no_room[beside]:
             if not cluster.fits(job.gpus):
                 no_room = [min(no_room[0], job.gpus), min(no_room[1], job.gpus)]
-            elif may_start is None or may_start(job, cluster):
+            elif held_back is not None and (why := held_back(job, cluster)):
+                decision.held_back[job.id] = why
+            else:
                 machines = _place(job, cluster, reserved if beside else None)
                 if machines is None:  # no place beside the reservation
                     no_room[1] = min(no_room[1], job.gpus)
+                    decision.held_back[job.id] = _behind(reserved)
+        elif not reason and beside and job.gpus < no_room[0] and cluster.fits(job.gpus):
+            decision.held_back[job.id] = _behind(reserved)
         if machines is not None:
             decision.start.append(job.id)
             decision.placement[job.id] = machines
@@ -200,12 +208,20 @@ def walk(
         reason = reason or hopeless(job)
         if reason:
             decision.expire.append((job.id, reason))
+            decision.held_back.pop(job.id, None)
         elif reserved is None and not cluster.fits(job.gpus):
             if backfill == "stop":
                 break
             if backfill == "easy":
                 reserved = reserve(job, holders, cluster, now, end_of)
     return decision
+
+
+def _behind(reserved: Reservation) -> str:
+    return (
+        f"it would still be running when {reserved.job_id}, first in line, "
+        "is due to start, on GPUs that job needs"
+    )
 
 
 def _place(job: Pending, cluster: Cluster, beside: Reservation | None) -> tuple[int, ...] | None:
@@ -387,24 +403,27 @@ def e31_walk(ordered: Sequence[Pending], snap: Snapshot) -> Decision:
     base, lane = e31_lanes(snap)
     long_jobs = LongJobs(snap)
 
-    def may_start(job: Pending, cluster: Cluster) -> bool:
+    def held_back(job: Pending, cluster: Cluster) -> str:
         if job.gpus > cluster.machine_gpus:
-            return True
+            return ""
         expected = expected_runtime(job, snap)
         is_long = expected > E31_LONG_S
         if is_long and _can_wait(job, expected, now, E31_LONG_SLACK * expected) and not long_jobs.admit(job.gpus):
-            return False
+            return long_jobs.reason(job, expected)
         if not _leaves_lane(job, expected, cluster, base, lane, now):
-            return False
+            return (
+                f"the last {lane} GPUs are kept for short and urgent jobs, and it is "
+                f"expected to run {expected / 3600:.1f} h and is not urgent"
+            )
         if is_long:
             long_jobs.started(job.gpus)
-        return True
+        return ""
 
     return walk(
         ordered,
         snap,
         hopeless=lambda job: _late(job, now, expected_runtime(job, snap, E31_GIVE_UP), _learned_from(job)),
-        may_start=may_start,
+        held_back=held_back,
     )
 
 
@@ -443,6 +462,15 @@ class LongJobs:
 
     def started(self, gpus: int) -> None:
         self.held += gpus
+
+    def reason(self, job: Pending, expected: float) -> str:
+        share = f"{E31_LONG_SHARE:.0%} of the GPUs ({self.limit:.0f})"
+        until = "one of them ends" if job.deadline is None else "one of them ends, or as its deadline draws near"
+        return (
+            f"jobs expected to run over {E31_LONG_S / 3600:.0f} h already hold "
+            f"{self.held} GPUs, and such jobs may hold at most {share} while they can wait; it is expected to run "
+            f"{expected / 3600:.1f} h and starts when {until}"
+        )
 
 
 def _leaves_lane(job: Pending, expected: float, cluster: Cluster, base: int, lane: int, now: float) -> bool:

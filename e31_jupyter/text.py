@@ -47,8 +47,9 @@ def format_until(iso: str | None, now: datetime | None = None) -> str | None:
 
 def format_outlook(job: dict, now: datetime | None = None) -> list[str]:
     """What the forecast expects of a queued (or checked) job, in a few words each: 'expected to
-    start in 1h', 'to end in 1h30m'; or that it is expected to expire; first, that it waits for
-    other jobs to succeed, where it does. Of a running job: 'expected to end in 40m'."""
+    start in 1h', 'to end in 1h30m', and why it is held back while GPUs are free, where it is;
+    or that it is expected to expire; first, that it waits for other jobs to succeed, where it
+    does. Of a running job: 'expected to end in 40m'."""
     if job.get("state") == "running":
         return [f"expected to end {format_until(job['expected_end'], now)}"] if job.get("expected_end") else []
     waiting = [f"waiting for {', '.join(job['waiting_for'])} to succeed"] if job.get("waiting_for") else []
@@ -60,11 +61,13 @@ def _line_outlook(job: dict, now: datetime | None) -> list[str]:
     for end."""
     if job.get("expected_to_expire"):
         return ["expected to expire: its deadline is out of reach"]
-    if not job.get("expected_start"):
-        return []
-    words = [f"expected to start {format_until(job['expected_start'], now)}"]
-    if job.get("expected_end"):
-        words.append(f"to end {format_until(job['expected_end'], now)}")
+    words = []
+    if job.get("expected_start"):
+        words.append(f"expected to start {format_until(job['expected_start'], now)}")
+        if job.get("expected_end"):
+            words.append(f"to end {format_until(job['expected_end'], now)}")
+    if job.get("held_back"):
+        words.append(f"held back though GPUs are free: {job['held_back']}")
     return words
 
 

@@ -59,6 +59,7 @@ def outlook_view(job_id: str, forecast: Forecast, queued: bool = True) -> dict:
         "expected_start": iso(forecast.starts.get(job_id)) if queued else None,
         "expected_end": iso(forecast.ends.get(job_id)),
         "expected_to_expire": queued and job_id in forecast.expired,
+        "held_back": forecast.held_back.get(job_id) if queued else None,
     }
 
 

@@ -3,9 +3,13 @@ same refusals and warnings as a submit, and where the job would wait, with nothi
 
 from __future__ import annotations
 
-import pytest
-from support import ts, wait_state
+import time
 
+import pytest
+from support import ts, wait_for, wait_state
+
+from e31_jupyter.cli import main
+from e31_jupyter.client import E31Client
 from e31_jupyter.errors import E31Error
 
 
@@ -62,3 +66,27 @@ def test_a_check_with_free_gpus_would_start_now(client, gated):
     assert check["queue_position"] == 1
     assert ts(check["expected_start"]) == pytest.approx(ts(check["expected_end"]) - 600, abs=0.01)
     assert check["warnings"] == [] and client.jobs() == []
+
+
+def test_a_job_held_back_while_gpus_are_free_says_why(start_server, gated, capsys):
+    """Five GPUs: jobs expected to run over a day may hold 3 of them while they can wait."""
+    server = start_server(gpus=[str(n) for n in range(5)])
+    client = E31Client(server.url, server.token)
+    first = wait_state(client, gated.submit(client, "first", gpus=3, max_runtime="3d")["id"], "running")
+    second = gated.submit(client, "second", gpus=1, max_runtime="3d")  # no deadline: it can wait
+
+    held = wait_for(lambda: client.job(second["id"])["held_back"], what="second to be held back")
+    assert "jobs expected to run over 24 h already hold 3 GPUs" in held and "at most 60% of the GPUs (3)" in held
+    second = client.job(second["id"])
+    assert second["state"] == "queued" and second["queue_position"] == 1
+    assert ts(second["expected_start"]) == pytest.approx(ts(first["started_at"]) + 3 * 86400, abs=1)
+    assert main(["--url", server.url, "--token", server.token, "status", second["id"]]) == 0
+    assert f"held back though GPUs are free: {held}" in capsys.readouterr().out
+
+    short = client.check(path=str(gated.notebook), gpus=1, max_runtime="10m")  # behind second, yet it starts now
+    assert short["held_back"] is None and short["queue_position"] == 2
+    assert ts(short["expected_start"]) == pytest.approx(time.time(), abs=10)
+    assert client.job(first["id"])["held_back"] is None  # running
+    for name in ("first", "second"):
+        gated.open(name)
+    client.cancel(second["id"])

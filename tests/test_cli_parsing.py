@@ -135,6 +135,11 @@ def test_describe_says_where_the_job_is():
         "queued (position 2, expected to start in 1h30m, to end in 2h)"
     )
     assert describe(job(expected_to_expire=True)) == "queued (position 2, expected to expire: its deadline is out of reach)"
+    held = job(expected_start=soon, held_back="the last 4 GPUs are kept for short jobs")
+    assert describe(held) == (
+        "queued (position 2, expected to start in 1h30m, held back though GPUs are free: the last 4 GPUs are kept for short jobs)"
+    )
+    assert describe(job(held_back="long jobs hold their share")) == "queued (position 2, held back though GPUs are free: long jobs hold their share)"
     after = job(queue_position=None, waiting_for=["240101-b90c4400"])
     assert describe(after) == "queued (waiting for 240101-b90c4400 to succeed)"
     assert describe(after | {"expected_start": soon}) == (

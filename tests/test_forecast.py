@@ -154,3 +154,14 @@ def test_a_job_that_stops_waiting_takes_its_place_in_line_by_priority():
     assert by_priority.starts == {"urgent": NOW + 3000, "a": NOW + 3600}
     at_the_end = _run([a], snap, [(urgent, ["r"])])
     assert at_the_end.starts == {"a": NOW + 3000} and at_the_end.expired == {"urgent"}
+
+
+def test_a_job_held_back_now_says_why_and_is_expected_once_the_long_job_ahead_ends():
+    # 10 GPUs (share for long jobs: 6): one job of 2 days holds 6; another of 2 days fits on the
+    # 4 free ones, but may start only when the first ends (it has no deadline: it can wait).
+    day = 86400.0
+    snap = _snapshot(10, [Running("r", 6, NOW, 2 * day, (0,), 2 * day)])
+    queued = [Pending("long", 2, NOW, 2 * day, 2 * day), Pending("short", 1, NOW, 600.0, 600.0)]
+    seen = run_forward(E31.walk, E31.order(queued, snap), snap)
+    assert seen.starts == {"short": NOW, "long": NOW + 2 * day}
+    assert list(seen.held_back) == ["long"] and "already hold 6 GPUs" in seen.held_back["long"]

@@ -253,6 +253,7 @@ def test_e31_keeps_the_lane_from_a_long_job_that_can_wait():
     job = pending("long", max_runtime=8 * 3600, deadline=NOW + 24 * 3600)
     decision = decide("e31", [job], _lane_case())
     assert decision.start == [] and decision.expire == []
+    assert "the last 4 GPUs are kept for short and urgent jobs, and it is expected to run 8.0 h" in decision.held_back["long"]
 
 
 def test_e31_lets_short_and_urgent_jobs_into_the_lane():
@@ -331,6 +332,9 @@ def test_long_jobs_that_can_wait_hold_at_most_their_share_of_the_gpus():
     assert sorted(decide("e31", [long_job, few_hours], _long_jobs_hold(16)).start) == ["few_hours", "long"]  # 16 + 4 <= 24
     decision = decide("e31", [long_job, few_hours], _long_jobs_hold(24))  # 24 + 4 > 24: it waits
     assert decision.start == ["few_hours"] and decision.expire == []
+    assert list(decision.held_back) == ["long"]
+    assert "over 24 h already hold 24 GPUs, and such jobs may hold at most 60% of the GPUs (24)" in decision.held_back["long"]
+    assert "starts when one of them ends, or as its deadline draws near" in decision.held_back["long"]
 
 
 def test_the_share_counts_long_jobs_started_in_the_same_pass():

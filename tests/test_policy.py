@@ -73,6 +73,13 @@ def test_a_long_job_on_gpus_the_reserved_job_needs_does_not_start():
     jobs = [pending("head", gpus=2, submitted=0), pending("long", gpus=1, submitted=1, max_runtime=101)]
     decision = edf_backfill(jobs, [running("r", ends_in=100)], total_gpus=2, now=NOW)
     assert decision.start == [] and decision.expire == []
+    assert decision.held_back["long"].startswith("it would still be running when head")
+
+
+def test_a_job_behind_the_reservation_that_finds_no_gpus_is_not_held_back():
+    jobs = [pending("head", gpus=2, submitted=0), pending("two", gpus=2, submitted=1, max_runtime=10)]
+    decision = edf_backfill(jobs, [running("r", ends_in=100)], total_gpus=2, now=NOW)
+    assert decision.start == [] and decision.held_back == {}  # no GPUs for it: it simply waits
 
 
 def test_a_long_job_may_use_gpus_the_reserved_job_will_not_need():
@@ -84,6 +91,8 @@ def test_a_long_job_may_use_gpus_the_reserved_job_will_not_need():
     ]
     decision = edf_backfill(jobs, [running("r", gpus=2, ends_in=100)], total_gpus=4, now=NOW)
     assert decision.start == ["long1"]  # long2 would eat into the head's GPUs
+    assert list(decision.held_back) == ["long2"]  # head does not fit: it just waits
+    assert "still be running when head, first in line, is due to start" in decision.held_back["long2"]
 
 
 def test_the_reservation_is_for_the_first_job_that_does_not_fit():
