@@ -76,6 +76,12 @@ describe('format', () => {
       'expected to expire: its deadline is out of reach'
     );
     expect(expectedWords(job({ state: 'queued' }), now)).toBe('');
+    expect(expectedWords({ ...queued, held_back: 'the last 4 GPUs are kept for short jobs' }, now)).toBe(
+      'expected to start in 1h, held back though GPUs are free: the last 4 GPUs are kept for short jobs'
+    );
+    expect(expectedWords(job({ state: 'queued', held_back: 'long jobs hold their share' }), now)).toBe(
+      'held back though GPUs are free: long jobs hold their share'
+    );
   });
 
   it('says where a checked request would wait', () => {
@@ -91,6 +97,16 @@ describe('format', () => {
       ...fields
     });
     expect(outlookText(check({}), now)).toBe('Would start now.');
+    expect(
+      outlookText(
+        check({
+          queue_position: 2,
+          expected_start: '2024-06-04T08:00:00Z',
+          held_back: 'long jobs hold their share'
+        }),
+        now
+      )
+    ).toBe('Would wait at position 2, expected to start in 1d. Held back though GPUs are free: long jobs hold their share.');
     expect(outlookText(check({ expected_end: '2024-06-03T08:10:00Z' }), now)).toBe(
       'Would start now, expected to end in 10m.'
     );

@@ -210,16 +210,18 @@ export function expectedWords(job: IJob, now: Date = new Date()): string {
   return [waiting, lineWords(job, now)].filter(words => words).join(', ');
 }
 
-/** What the forecast expects of a queued job in the line, or of one once the jobs it waits for end. */
+/**
+ * What the forecast expects of a queued job in the line, or of one once the jobs it waits for
+ * end; and why it is held back while GPUs are free, where it is.
+ */
 function lineWords(job: IJob, now: Date): string {
   if (job.expected_to_expire) {
     return 'expected to expire: its deadline is out of reach';
   }
-  if (!job.expected_start) {
-    return '';
-  }
   const end = job.expected_end ? `, to end ${formatUntil(job.expected_end, now)}` : '';
-  return `expected to start ${formatUntil(job.expected_start, now)}${end}`;
+  const start = job.expected_start ? `expected to start ${formatUntil(job.expected_start, now)}${end}` : '';
+  const held = job.held_back ? `held back though GPUs are free: ${job.held_back}` : '';
+  return [start, held].filter(words => words).join(', ');
 }
 
 /**
@@ -249,9 +251,10 @@ export function outlookText(check: ISubmitCheck, now: Date = new Date()): string
     return `Would wait at position ${check.queue_position}; when it would start cannot be told yet.`;
   }
   const start = formatUntil(check.expected_start, now);
+  const held = check.held_back ? ` Held back though GPUs are free: ${check.held_back}.` : '';
   return start === 'now'
     ? `Would start now${end}.`
-    : `Would wait at position ${check.queue_position}, expected to start ${start}${end}.`;
+    : `Would wait at position ${check.queue_position}, expected to start ${start}${end}.${held}`;
 }
 
 /** The jobs a job waits for, in few words: "job b90c4400", "3 jobs". */

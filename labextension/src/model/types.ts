@@ -57,6 +57,8 @@ export interface IJob {
   expected_end?: string | null;
   /** Whether the forecast expects the queue to give up on it before it starts (deadline out of reach). */
   expected_to_expire?: boolean;
+  /** Why a queued job is not starting now although GPUs it would fit on are free; null otherwise. */
+  held_back?: string | null;
   /** The jobs a queued job still waits for (it runs only once they have succeeded). */
   waiting_for?: string[];
   request: {
@@ -116,6 +118,7 @@ export interface ISubmitCheck {
   expected_start: string | null;
   expected_end: string | null;
   expected_to_expire: boolean;
+  held_back?: string | null;
   waiting_for?: string[];
   warnings: string[];
 }
