@@ -40,6 +40,7 @@ import { IJob } from './model/types';
 import { JobDetailView } from './widgets/detail';
 import { JobsPanel } from './widgets/panel';
 import { JobsStatus } from './widgets/statusbar';
+import { showChangeDialog } from './widgets/change';
 import { showSubmitDialog } from './widgets/submit';
 
 namespace CommandIDs {
@@ -298,6 +299,7 @@ function activate(
         const known = model.find(id);
         const content = new JobDetailView(new JobDetailModel(api, id), {
           cancel: job => void cancelJob(job),
+          change: job => void changeJob(job),
           resubmit: job => void resubmit(job),
           openNotebook: job => void commands.execute(CommandIDs.openResults, { id: job.id }),
           openReport: job => void commands.execute(CommandIDs.openReport, { id: job.id })
@@ -387,6 +389,13 @@ function activate(
     }
     model.refresh();
     details.get(job.id)?.content.model.refresh();
+  }
+
+  async function changeJob(job: IJob): Promise<void> {
+    if (await showChangeDialog(api, job)) {
+      model.refresh();
+      details.get(job.id)?.content.model.refresh();
+    }
   }
 
   async function resubmit(job: IJob): Promise<void> {

@@ -17,6 +17,7 @@ import {
   ISubmitCheck,
   ISubmitRequest,
   ISubmittedJob,
+  IUpdateRequest,
   JobState
 } from './types';
 
@@ -92,6 +93,11 @@ export class E31Api {
       method: 'POST',
       body: JSON.stringify(changes)
     });
+  }
+
+  /** Change a queued job in place: it keeps its id, its files and the jobs that wait for it. */
+  update(id: string, changes: IUpdateRequest): Promise<IJob> {
+    return this.json(`jobs/${enc(id)}`, { method: 'PATCH', body: JSON.stringify(changes) });
   }
 
   cancel(id: string): Promise<IJob> {

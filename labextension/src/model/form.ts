@@ -246,7 +246,7 @@ export function resubmitRequest(
   return Object.keys(errors).length ? { errors } : { request, errors };
 }
 
-function checkGpus(
+export function checkGpus(
   text: string,
   inventorySize: number | null,
   errors: Record<string, string>

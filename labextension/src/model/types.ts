@@ -150,6 +150,16 @@ export type IResubmitRequest = Omit<
   'path' | 'notebook' | 'notebook_name' | 'folder' | 'data'
 >;
 
+/** What to change in a queued job (PATCH /jobs/{id}); null clears a field (the limit: the queue's default). */
+export interface IUpdateRequest {
+  gpus?: number;
+  max_runtime?: string | null;
+  expected_runtime?: string | null;
+  deadline?: string | null;
+  name?: string;
+  team?: string;
+}
+
 export interface IFileEntry {
   path: string;
   size: number;

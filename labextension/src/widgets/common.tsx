@@ -1,3 +1,4 @@
+import { Dialog } from '@jupyterlab/apputils';
 import * as React from 'react';
 
 import { STATE_LABELS, progressFraction } from '../model/format';
@@ -58,4 +59,49 @@ export const TEAM_COLORS = [
 
 export function teamColor(index: number): string {
   return TEAM_COLORS[index % TEAM_COLORS.length];
+}
+
+/**
+ * A Dialog whose accept button first runs `act`, and closes only once `done()` says it
+ * succeeded; otherwise it stays open, its body showing why (nothing typed is lost).
+ */
+export class ActingDialog<T> extends Dialog<T | null> {
+  constructor(
+    private readonly act: () => Promise<unknown>,
+    private readonly done: () => boolean,
+    options: Partial<Dialog.IOptions<T | null>>
+  ) {
+    super(options);
+  }
+
+  resolve(index?: number): void {
+    const accept = index === undefined || index === ACCEPT_INDEX;
+    if (!accept || this.done()) {
+      super.resolve(index);
+      return;
+    }
+    void this.act().then(() => {
+      if (this.done()) {
+        super.resolve(index);
+      }
+    });
+  }
+}
+
+const ACCEPT_INDEX = 1; // buttons: [cancel, accept]
+
+export function Field(props: { label: string; error?: string; hint?: string; children: React.ReactNode }): JSX.Element {
+  return (
+    <label className={`e31-Field${props.error ? ' e31-mod-invalid' : ''}`}>
+      <span className="e31-Field-label">{props.label}</span>
+      <span className="e31-Field-control">
+        {props.children}
+        {props.error ? (
+          <span className="e31-Field-error">{props.error}</span>
+        ) : props.hint ? (
+          <span className="e31-Field-hint">{props.hint}</span>
+        ) : null}
+      </span>
+    </label>
+  );
 }

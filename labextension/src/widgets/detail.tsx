@@ -23,6 +23,7 @@ import { ProgressBar, StateBadge, useTicker } from './common';
 
 export interface IDetailActions {
   cancel(job: IJobDetail): void;
+  change(job: IJobDetail): void;
   resubmit(job: IJobDetail): void;
   openNotebook(job: IJobDetail): void;
   openReport(job: IJobDetail): void;
@@ -124,6 +125,15 @@ function DetailView(props: { model: JobDetailModel; actions: IDetailActions }): 
           <button className="jp-Button jp-mod-styled jp-mod-reject e31-Secondary" onClick={() => actions.resubmit(job)}>
             Resubmit…
           </button>
+          {job.state === 'queued' ? (
+            <button
+              className="jp-Button jp-mod-styled jp-mod-reject e31-Secondary"
+              title="Change its GPUs, run times, deadline, name or team while it waits"
+              onClick={() => actions.change(job)}
+            >
+              Change…
+            </button>
+          ) : null}
           {isActive(job) ? (
             <button className="jp-Button jp-mod-styled jp-mod-warn" onClick={() => actions.cancel(job)}>
               Cancel job

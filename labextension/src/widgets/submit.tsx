@@ -25,6 +25,7 @@ import {
 import { IParameter } from '../model/parameters';
 import { outlookText } from '../model/format';
 import { IGpuInventory, IJob, IResubmitRequest, ISubmitCheck, ISubmitRequest, ISubmittedJob } from '../model/types';
+import { ActingDialog, Field } from './common';
 
 export interface ISubmitDialogOptions {
   api: E31Api;
@@ -40,7 +41,7 @@ export interface ISubmitDialogOptions {
 export async function showSubmitDialog(options: ISubmitDialogOptions): Promise<ISubmittedJob | null> {
   const body = new SubmitForm(options);
   const resubmit = options.source.kind === 'job';
-  const dialog = new SubmitDialog(body, {
+  const dialog = new ActingDialog<ISubmittedJob>(() => body.submit(), () => body.job !== null, {
     title: resubmit ? `Resubmit “${options.source.kind === 'job' ? options.source.job.name : ''}”` : 'Submit notebook as a GPU job',
     body,
     buttons: [Dialog.cancelButton(), Dialog.okButton({ label: resubmit ? 'Resubmit' : 'Submit job' })],
@@ -51,30 +52,6 @@ export async function showSubmitDialog(options: ISubmitDialogOptions): Promise<I
   return result.button.accept ? result.value : null;
 }
 
-/** A Dialog that submits before it closes, and stays open when the submit fails. */
-class SubmitDialog extends Dialog<ISubmittedJob | null> {
-  constructor(
-    private readonly form: SubmitForm,
-    options: Partial<Dialog.IOptions<ISubmittedJob | null>>
-  ) {
-    super(options);
-  }
-
-  resolve(index?: number): void {
-    const accept = index === undefined || index === ACCEPT_INDEX;
-    if (!accept || this.form.job) {
-      super.resolve(index);
-      return;
-    }
-    void this.form.submit().then(job => {
-      if (job) {
-        super.resolve(index);
-      }
-    });
-  }
-}
-
-const ACCEPT_INDEX = 1;
 const CHECK_DELAY_MS = 400; // after the last change, before the server checks the request
 
 /** The server's check of the request as it stands, or why it would refuse it. */
@@ -318,22 +295,6 @@ function FormView(props: {
         </div>
       ) : null}
     </div>
-  );
-}
-
-function Field(props: { label: string; error?: string; hint?: string; children: React.ReactNode }): JSX.Element {
-  return (
-    <label className={`e31-Field${props.error ? ' e31-mod-invalid' : ''}`}>
-      <span className="e31-Field-label">{props.label}</span>
-      <span className="e31-Field-control">
-        {props.children}
-        {props.error ? (
-          <span className="e31-Field-error">{props.error}</span>
-        ) : props.hint ? (
-          <span className="e31-Field-hint">{props.hint}</span>
-        ) : null}
-      </span>
-    </label>
   );
 }
 

@@ -311,6 +311,57 @@ def test_an_impossible_deadline_shows_the_servers_message_and_the_dialog_stays_o
     assert first["request"]["gpus"] == 1 and again["work"]["parameters"] == {"n": 7}
 
 
+def test_a_queued_job_is_changed_in_place_from_its_detail_view(lab, api, context):
+    blocker = api.submit(
+        path=str(gated_notebook(lab, "blocker")), name="blocker", gpus=2, parameters={"gate": gate(lab, "blocker")}
+    )
+    wait_state(api, blocker["id"], "running")
+    waiting = api.submit(
+        path=str(gated_notebook(lab, "waiting")), name="waiting", gpus=2, max_runtime="2h",
+        parameters={"gate": gate(lab, "waiting")},
+    )  # fmt: skip
+    page = context.new_page()
+    open_lab(page, lab, "change")
+    show_panel(page)
+    job_row(page, "waiting").click()
+    detail = page.locator(f'.e31-Detail-body[data-job-id="{waiting["id"]}"]')
+    expect(detail).to_have_attribute("data-state", "queued")
+    detail.get_by_role("button", name="Change…").click()
+    dialog = page.locator(".e31-ChangeDialog")
+    expect(dialog.locator('input[name="gpus"]')).to_have_value("2")
+    expect(dialog.locator('input[name="maxRuntime"]')).to_have_value("2h")
+
+    # What the form can tell: marked at the field, nothing sent, the dialog stays open.
+    dialog.locator('input[name="gpus"]').fill("two")
+    dialog.locator(".jp-Dialog-button.jp-mod-accept").click()
+    expect(dialog.locator(".e31-Field-error")).to_have_text("GPUs must be a whole number (0 for a CPU-only job).")
+    # What only the server can tell: its message, word for word.
+    dialog.locator('input[name="gpus"]').fill("1")
+    dialog.locator('input[name="deadline"]').fill("2001-01-01T00:00")
+    dialog.locator(".jp-Dialog-button.jp-mod-accept").click()
+    try:
+        api.update(waiting["id"], deadline="2001-01-01T00:00")
+        raise AssertionError("the server accepted a deadline in the past")
+    except E31Error as error:
+        expect(dialog.locator(".e31-ChangeForm-error")).to_have_text(error.message)
+    screenshot(page, "change-dialog-error")
+    assert api.job(waiting["id"])["request"]["gpus"] == 2  # nothing changed yet
+
+    dialog.locator('input[name="deadline"]').fill("+6h")
+    dialog.locator('input[name="maxRuntime"]').fill("30m")
+    dialog.locator(".jp-Dialog-button.jp-mod-accept").click()
+    expect(dialog).to_have_count(0)
+    changed = api.job(waiting["id"])
+    assert (changed["request"]["gpus"], changed["request"]["max_runtime_s"]) == (1, 1800)
+    assert changed["request"]["deadline"] is not None and changed["state"] == "queued"
+    expect(detail.locator(".e31-Card").first).to_contain_text("30m")
+    screenshot(page, "change-dialog-done")
+    for name in ("blocker", "waiting"):
+        (lab.root / f"gate-{name}").touch()
+    expect(detail).to_have_attribute("data-state", "succeeded", timeout=JOB_END_WAIT)
+    assert api.job(waiting["id"])["gpus"] and len(api.job(waiting["id"])["gpus"]) == 1
+
+
 def test_a_file_left_behind_is_named_and_the_dialogs_data_brings_it(lab, api, context):
     folder = lab.root / "project"
     (folder / "inputs").mkdir(parents=True)
