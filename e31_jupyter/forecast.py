@@ -68,6 +68,7 @@ def run_forward(
     heapq.heapify(ends)
     running = {r.id: r for r in snap.running}
     seen = Forecast(ends={r.id: end for end, _, r in ends})
+    passes: list[float] = []
 
     def take_pass(now: float, queue: list[Pending]) -> list[Pending]:
         moment = replace(snap, now=now, cluster=cluster, running=list(running.values()))
@@ -82,8 +83,9 @@ def run_forward(
                 if hold is not None:  # else it holds its GPUs for as long as the forecast looks
                     heapq.heappush(ends, (now + hold, next(order), held))
                     seen.ends[job.id] = now + hold
-        if now == snap.now:
+        if not passes:  # the pass the live queue takes now, before any end the forecast expects
             seen.held_back.update(decision.held_back)
+        passes.append(now)
         expired = {job_id for job_id, _ in decision.expire}
         seen.expired |= expired
         gone = expired | set(decision.start)
