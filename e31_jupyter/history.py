@@ -51,8 +51,9 @@ class History:
     """Fair-share usage of ended jobs, run times of jobs that succeeded, and short jobs' demand,
     each brought up to date from the store when asked."""
 
-    def __init__(self, store: Store, machine_gpus: int):
+    def __init__(self, store: Store, machine_gpus: int, long_share: float | None = None):
         self.store = store
+        self.long_share = long_share
         self.usage: Usage | None = None  # made at the first read
         self.runtimes = RuntimeModel()
         self.demand = ShortDemand(machine_gpus=machine_gpus)
@@ -73,6 +74,7 @@ class History:
             self._usage_at(now, running_jobs),
             self.runtimes,
             self.demand,
+            self.long_share,
         )
 
     def _usage_at(self, now: float, running_jobs: list[dict]) -> dict[str, float]:

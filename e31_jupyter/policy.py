@@ -81,6 +81,7 @@ class Snapshot:
     usage: Mapping[str, float] = field(default_factory=dict)  # team -> decayed GPU-seconds
     runtimes: RuntimeModel = field(default_factory=RuntimeModel)
     demand: ShortDemand | None = None  # short jobs' recent demand; None: e31's lane stays E31_LANE
+    long_share: float | None = None  # e31: the most of the GPUs long jobs may hold while they can wait; None: E31_LONG_SHARE
     # Each team's share_used, worked out once per snapshot: a pass asks for it for every queued job.
     _shares: dict[str, float] = field(default_factory=dict, init=False, repr=False, compare=False)
 
@@ -388,7 +389,7 @@ def e31_walk(ordered: Sequence[Pending], snap: Snapshot) -> Decision:
       can still make theirs.
     - Long jobs (expected over E31_LONG_S) that can wait (their deadline leaves E31_LONG_SLACK
       run times of slack, or they have none) start only while long jobs hold at most
-      E31_LONG_SHARE of the GPUs (``LongJobs``): the rest turn over within a day, so a burst
+      E31_LONG_SHARE of the GPUs (``LongJobs``; the queue's ``long_jobs_share``): the rest turn over within a day, so a burst
       finds GPUs freeing every hour instead of a cluster given to jobs that end next week.
     - The last GPUs are a lane (``e31_lanes``) for short jobs (expected <= E31_SHORT_S) and urgent
       ones (latest start within E31_URGENT_S): a long job that can wait does not take them, so a
@@ -434,7 +435,8 @@ class LongJobs:
 
     def __init__(self, snap: Snapshot):
         self.snap = snap
-        self.limit = E31_LONG_SHARE * snap.cluster.gpus
+        self.share = E31_LONG_SHARE if snap.long_share is None else snap.long_share
+        self.limit = self.share * snap.cluster.gpus
         self._ratios: dict[str, float] = {}
 
     @cached_property
@@ -464,7 +466,7 @@ class LongJobs:
         self.held += gpus
 
     def reason(self, job: Pending, expected: float) -> str:
-        share = f"{E31_LONG_SHARE:.0%} of the GPUs ({self.limit:.0f})"
+        share = f"{self.share:.0%} of the GPUs ({self.limit:.0f})"
         until = "one of them ends" if job.deadline is None else "one of them ends, or as its deadline draws near"
         return (
             f"jobs expected to run over {E31_LONG_S / 3600:.0f} h already hold "

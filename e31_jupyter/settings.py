@@ -15,6 +15,7 @@ class Settings:
     currency: str = "USD"
     grace_s: float = 5.0
     policy: str = "e31"
+    long_jobs_share: float | None = None  # e31's share of the GPUs for long jobs; None: the policy's own
     max_queued_per_user: int = 1000
     max_input_bytes: int = 50 << 30
     max_output_bytes: int = 50 << 30

@@ -335,6 +335,10 @@ def test_long_jobs_that_can_wait_hold_at_most_their_share_of_the_gpus():
     assert list(decision.held_back) == ["long"]
     assert "over 24 h already hold 24 GPUs, and such jobs may hold at most 60% of the GPUs (24)" in decision.held_back["long"]
     assert "starts when one of them ends, or as its deadline draws near" in decision.held_back["long"]
+    more = _long_jobs_hold(24)
+    more.long_share = 0.7  # the queue's long_jobs_share: 28 GPUs
+    assert decide("e31", [long_job], more).start == ["long"]
+    assert decide("e31", [long_job], _long_jobs_hold(24)).start == []
 
 
 def test_the_share_counts_long_jobs_started_in_the_same_pass():

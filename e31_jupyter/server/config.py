@@ -9,9 +9,9 @@ from jupyter_core.paths import jupyter_data_dir
 from traitlets import Enum, Float, Int, List, Unicode, default, validate
 from traitlets.config import Configurable
 
-from ..errors import InvalidRequest
+from ..errors import E31Error, InvalidRequest
 from ..job import parse_cpus, parse_duration, parse_memory
-from ..policy import DEFAULT_POLICY, POLICIES
+from ..policy import DEFAULT_POLICY, E31_LONG_SHARE, POLICIES
 
 
 class E31(Configurable):
@@ -113,6 +113,13 @@ class E31(Configurable):
         "(as Slurm does it), sjf or fifo. See e31_jupyter/policy.py.",
     ).tag(config=True)
 
+    long_jobs_share = Float(
+        E31_LONG_SHARE,
+        help="With the e31 policy: the most of the GPUs that jobs expected to run over a day may "
+        "hold while their deadline lets them wait (0-1), so the rest turn over within a day for "
+        "work that comes later; while none runs, one may start whatever its size. 1: no limit.",
+    ).tag(config=True)
+
     default_max_runtime = Unicode(
         "24h", help="The run time limit of a job that declares none (e.g. 90m, 6h, 1d)."
     ).tag(config=True)
@@ -153,6 +160,15 @@ class E31(Configurable):
         if proposal["value"] is None:
             return None
         return [d.strip() for item in proposal["value"] for d in str(item).split(",") if d.strip()]
+
+    def checked_long_jobs_share(self) -> float:
+        """``long_jobs_share``, or a start-up error that says what to set."""
+        if not 0 <= self.long_jobs_share <= 1:
+            raise E31Error(
+                f"c.E31.long_jobs_share is {self.long_jobs_share:g}, but it is a share of the GPUs, from 0 to 1 "
+                f"(1: no limit on long jobs). Set it between them, e.g. --E31.long_jobs_share={E31_LONG_SHARE:g}."
+            )
+        return self.long_jobs_share
 
     def backend_settings(self) -> dict:
         """The keyword arguments of ``backends.create`` for the configured backend."""
