@@ -11,7 +11,6 @@ from support import ts, wait_for, wait_state
 from e31_jupyter.cli import main
 from e31_jupyter.client import E31Client
 from e31_jupyter.errors import E31Error
-from e31_jupyter.testing import ServerProcess
 
 
 def _made(client, tmp_path) -> tuple[list[str], list[str]]:
@@ -93,7 +92,7 @@ def test_a_job_held_back_while_gpus_are_free_says_why(start_server, gated, capsy
     client.cancel(second["id"])
 
 
-def test_the_queue_sets_long_jobs_share_and_refuses_one_out_of_range(start_server, gated, tmp_path):
+def test_the_queue_sets_long_jobs_share(start_server, gated):
     server = start_server(gpus=[str(n) for n in range(5)], extra_args=["--E31.long_jobs_share=1"])
     client = E31Client(server.url, server.token)
     first = gated.submit(client, "first", gpus=3, max_runtime="3d")
@@ -101,12 +100,3 @@ def test_the_queue_sets_long_jobs_share_and_refuses_one_out_of_range(start_serve
     for job in (first, second):
         wait_state(client, job["id"], "running")
         gated.open(job["name"])
-
-    wrong = ServerProcess(tmp_path / "other", gpus=["0"], root_dir=tmp_path, extra_args=["--E31.long_jobs_share=1.5"])
-    try:
-        with pytest.raises(RuntimeError, match="exited early"):
-            wrong.start(timeout=30)
-        assert wrong.proc.returncode == 1 and "Traceback" not in wrong.log_text()
-        assert "c.E31.long_jobs_share is 1.5, but it is a share of the GPUs, from 0 to 1" in wrong.log_text()
-    finally:
-        wrong.stop()

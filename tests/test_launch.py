@@ -89,3 +89,23 @@ def test_an_unwritable_data_directory_is_a_clear_start_up_error(tmp_path):
         assert "c.E31.data_dir" in server.log_text()
     finally:
         server.stop()
+
+
+@pytest.mark.parametrize(
+    "setting, message",
+    [
+        ("--E31.long_jobs_share=1.5", "c.E31.long_jobs_share is 1.5, but it is a share of the GPUs, from 0 to 1"),
+        ("--E31.default_max_runtime=abc", "c.E31.default_max_runtime: cannot read 'abc' as a duration"),
+        ("--E31.gpu_hour_rate=-1", "c.E31.gpu_hour_rate must be 0 or more."),
+    ],
+)
+def test_a_bad_setting_is_a_clear_start_up_error(tmp_path, setting, message):
+    server = ServerProcess(tmp_path / "data", gpus=["0"], root_dir=tmp_path, extra_args=[setting])
+    try:
+        with pytest.raises(RuntimeError, match="exited early"):
+            server.start(timeout=30)
+        assert server.proc.returncode == 1
+        assert message in server.log_text()
+        assert "Traceback" not in server.log_text()
+    finally:
+        server.stop()

@@ -9,7 +9,7 @@ from jupyter_core.paths import jupyter_data_dir
 from traitlets import Enum, Float, Int, List, Unicode, default, validate
 from traitlets.config import Configurable
 
-from ..errors import E31Error, InvalidRequest
+from ..errors import InvalidRequest
 from ..job import parse_cpus, parse_duration, parse_memory
 from ..policy import DEFAULT_POLICY, E31_LONG_SHARE, POLICIES
 
@@ -161,15 +161,6 @@ class E31(Configurable):
             return None
         return [d.strip() for item in proposal["value"] for d in str(item).split(",") if d.strip()]
 
-    def checked_long_jobs_share(self) -> float:
-        """``long_jobs_share``, or a start-up error that says what to set."""
-        if not 0 <= self.long_jobs_share <= 1:
-            raise E31Error(
-                f"c.E31.long_jobs_share is {self.long_jobs_share:g}, but it is a share of the GPUs, from 0 to 1 "
-                f"(1: no limit on long jobs). Set it between them, e.g. --E31.long_jobs_share={E31_LONG_SHARE:g}."
-            )
-        return self.long_jobs_share
-
     def backend_settings(self) -> dict:
         """The keyword arguments of ``backends.create`` for the configured backend."""
         if self.backend == "slurm":
@@ -234,6 +225,15 @@ class E31(Configurable):
             parse_duration(proposal["value"], "c.E31.default_max_runtime")
         except InvalidRequest as error:
             raise ValueError(str(error)) from None
+        return proposal["value"]
+
+    @validate("long_jobs_share")
+    def _check_share(self, proposal):
+        if not 0 <= proposal["value"] <= 1:
+            raise ValueError(
+                f"c.E31.long_jobs_share is {proposal['value']:g}, but it is a share of the GPUs, from 0 to 1 "
+                f"(1: no limit on long jobs). Set it between them, e.g. --E31.long_jobs_share={E31_LONG_SHARE:g}."
+            )
         return proposal["value"]
 
     @validate("gpu_hour_rate")

@@ -6,6 +6,7 @@ import os
 from pathlib import Path
 
 from jupyter_server.extension.application import ExtensionApp
+from traitlets import TraitError
 
 from .. import backends, gpus
 from ..errors import E31Error
@@ -22,7 +23,11 @@ class E31Extension(ExtensionApp):
     classes = [E31]
 
     def initialize_settings(self):
-        config = E31(parent=self)
+        try:
+            config = E31(parent=self)
+        except (TraitError, ValueError) as error:  # a setting's validator: its message says what to set
+            self.log.critical("e31: %s", error)
+            raise SystemExit(1) from None
         inventory = list(config.gpus) if config.gpus is not None else gpus.discover()
         try:
             settings = Settings(
@@ -32,7 +37,7 @@ class E31Extension(ExtensionApp):
                 currency=config.currency,
                 grace_s=config.stop_grace,
                 policy=config.policy,
-                long_jobs_share=config.checked_long_jobs_share(),
+                long_jobs_share=config.long_jobs_share,
                 max_queued_per_user=config.max_queued_per_user,
                 max_input_bytes=config.max_input_bytes,
                 max_output_bytes=config.max_output_bytes,
