@@ -68,9 +68,8 @@ def run_forward(
     heapq.heapify(ends)
     running = {r.id: r for r in snap.running}
     seen = Forecast(ends={r.id: end for end, _, r in ends})
-    passes: list[float] = []
 
-    def take_pass(now: float, queue: list[Pending]) -> list[Pending]:
+    def take_pass(now: float, queue: list[Pending], first: bool = False) -> list[Pending]:
         moment = replace(snap, now=now, cluster=cluster, running=list(running.values()))
         decision = walk(queue, moment)
         for job in queue:
@@ -83,15 +82,14 @@ def run_forward(
                 if hold is not None:  # else it holds its GPUs for as long as the forecast looks
                     heapq.heappush(ends, (now + hold, next(order), held))
                     seen.ends[job.id] = now + hold
-        if not passes:  # the pass the live queue takes now, before any end the forecast expects
-            seen.held_back.update(decision.held_back)
-        passes.append(now)
+        if first:  # the pass the live queue takes now, before any end the forecast expects
+            seen.held_back = dict(decision.held_back)
         expired = {job_id for job_id, _ in decision.expire}
         seen.expired |= expired
         gone = expired | set(decision.start)
         return [job for job in queue if job.id not in gone]
 
-    queue = take_pass(snap.now, queue)
+    queue = take_pass(snap.now, queue, first=True)
     while (queue or waiting) and ends:
         # The live queue takes a pass every second: first what changed before the next end
         # (deadlines out of reach, jobs that became urgent), then what that end frees.

@@ -18,9 +18,10 @@ policy's priorities can have moved (``refresh_s``), as Slurm does every Priority
   can no longer end within its time limit before its deadline is dropped (``--deadline``).
 - ``e31``, the default: earliest deadline first with EASY backfill, jobs bigger than a machine
   first; run times learned from finished jobs (their declared run times and deadline windows;
-  for a job that declared none, what such jobs took) decide when a job expires (more likely than not to miss); a lane of GPUs that long jobs which
-  can wait leave to short and urgent ones, wider while short jobs keep coming; at most a share
-  of the GPUs for jobs that run for days while they can wait; a fair-share nudge. See
+  for a job that declared none, what such jobs took) decide when a job expires (more likely
+  than not to miss); a lane of GPUs that long jobs which can wait leave to short and urgent
+  ones, wider while short jobs keep coming; at most a share of the GPUs for jobs that run for
+  days while they can wait; a fair-share nudge. See
   ``e31_priority``, ``e31_lanes``, ``LongJobs`` and ``e31_walk``.
 """
 
@@ -81,7 +82,7 @@ class Snapshot:
     usage: Mapping[str, float] = field(default_factory=dict)  # team -> decayed GPU-seconds
     runtimes: RuntimeModel = field(default_factory=RuntimeModel)
     demand: ShortDemand | None = None  # short jobs' recent demand; None: e31's lane stays E31_LANE
-    long_share: float | None = None  # e31: the most of the GPUs long jobs may hold while they can wait; None: E31_LONG_SHARE
+    long_share: float | None = None  # e31: most of the GPUs long jobs may hold while they can wait; None: E31_LONG_SHARE
     # Each team's share_used, worked out once per snapshot: a pass asks for it for every queued job.
     _shares: dict[str, float] = field(default_factory=dict, init=False, repr=False, compare=False)
 
@@ -389,8 +390,9 @@ def e31_walk(ordered: Sequence[Pending], snap: Snapshot) -> Decision:
       can still make theirs.
     - Long jobs (expected over E31_LONG_S) that can wait (their deadline leaves E31_LONG_SLACK
       run times of slack, or they have none) start only while long jobs hold at most
-      E31_LONG_SHARE of the GPUs (``LongJobs``; the queue's ``long_jobs_share``): the rest turn over within a day, so a burst
-      finds GPUs freeing every hour instead of a cluster given to jobs that end next week.
+      E31_LONG_SHARE of the GPUs (``LongJobs``; the queue's ``long_jobs_share``): the rest turn
+      over within a day, so a burst finds GPUs freeing every hour instead of a cluster given to
+      jobs that end next week.
     - The last GPUs are a lane (``e31_lanes``) for short jobs (expected <= E31_SHORT_S) and urgent
       ones (latest start within E31_URGENT_S): a long job that can wait does not take them, so a
       burst of short jobs finds GPUs free instead of behind jobs that hold theirs for days. Jobs

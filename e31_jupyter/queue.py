@@ -95,7 +95,9 @@ class Queue:
         self._line_made = (0.0, (0, 0))  # when (time.monotonic()) and at which store.version()
         # Queued jobs out of the line, waiting for others: where they stand, and the job.
         self._held: dict[str, tuple[Standing, policy.Pending]] = {}
-        self.history = History(self.store, machine_gpus=len(settings.inventory or ()), long_share=settings.long_jobs_share)  # None: a cluster's
+        self.history = History(  # inventory None: a cluster's
+            self.store, machine_gpus=len(settings.inventory or ()), long_share=settings.long_jobs_share
+        )
         self._ticker: asyncio.Task | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
 

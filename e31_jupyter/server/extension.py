@@ -29,19 +29,19 @@ class E31Extension(ExtensionApp):
             self.log.critical("e31: %s", error)
             raise SystemExit(1) from None
         inventory = list(config.gpus) if config.gpus is not None else gpus.discover()
+        settings = Settings(
+            inventory=inventory,
+            default_max_runtime_s=parse_duration(config.default_max_runtime, "default_max_runtime"),
+            gpu_hour_rate=config.gpu_hour_rate,
+            currency=config.currency,
+            grace_s=config.stop_grace,
+            policy=config.policy,
+            long_jobs_share=config.long_jobs_share,
+            max_queued_per_user=config.max_queued_per_user,
+            max_input_bytes=config.max_input_bytes,
+            max_output_bytes=config.max_output_bytes,
+        )
         try:
-            settings = Settings(
-                inventory=inventory,
-                default_max_runtime_s=parse_duration(config.default_max_runtime, "default_max_runtime"),
-                gpu_hour_rate=config.gpu_hour_rate,
-                currency=config.currency,
-                grace_s=config.stop_grace,
-                policy=config.policy,
-                long_jobs_share=config.long_jobs_share,
-                max_queued_per_user=config.max_queued_per_user,
-                max_input_bytes=config.max_input_bytes,
-                max_output_bytes=config.max_output_bytes,
-            )
             backend = backends.create(config.backend, **config.backend_settings())
             if getattr(backend, "schedules", False):  # Slurm: the cluster decides what runs
                 settings.inventory = None
