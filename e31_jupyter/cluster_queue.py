@@ -14,12 +14,12 @@ import json
 import logging
 import time
 
-from .admission import Caller
+from .admission import Caller, Revision
 from .backends import BackendStatus
 from .dependencies import broken_reason
 from .errors import Conflict, E31Error
 from .forecast import Forecast
-from .job import ACTIVE_STATES, FINAL_STATES, JobSpec, JobState
+from .job import ACTIVE_STATES, FINAL_STATES, JobSpec, JobState, Request
 from .policy import Pending
 from .queue import Queue
 
@@ -86,14 +86,17 @@ class ClusterQueue(Queue):
         self.schedule(force=True)
         return self.describe(self.store.get(job_id))
 
-    def update(self, caller: Caller, job_id: str, changes: dict) -> dict:
-        """Refused: the cluster holds a queued job and its request from submit on."""
-        self.visible_job(caller, job_id)
-        raise Conflict(
-            f"Job {job_id} was handed to Slurm at submit, and Slurm holds its request; e31 cannot "
-            "change it there. Submit it again as you want it (e31 resubmit JOB with the new "
-            "options), then cancel this one."
-        )
+    def _hand_change(self, job: dict, revision: Revision) -> None:
+        """Slurm holds the job's request: it changes there first, and where Slurm refuses, it
+        changes nowhere."""
+        if not job["handle"]:
+            raise Conflict(f"Job {job['id']} is still being handed to the cluster; change it in a moment.")
+        spec = JobSpec(**{**job["spec"], **revision.labels}, request=revision.request)
+        before = Request(
+            job["gpus_requested"], job["max_runtime_s"], job["expected_runtime_s"], job["deadline"],
+            bool(job["max_runtime_given"]),
+        )  # fmt: skip
+        self.backend.update(job["id"], json.loads(job["handle"]), spec, before)
 
     def positions(self) -> dict[str, int]:
         """Places in the cluster's queue, as the last poll of the cluster recorded them."""

@@ -298,6 +298,7 @@ class Queue:
         now = self.clock()
         revision = self.admission.revise(job, changes, now)
         if revision.fields:
+            self._hand_change(job, revision)
             spec = {**job["spec"], **revision.labels}
             reason = f"changed by {caller.name}: {'; '.join(revision.changed)}"
             if not self.store.transition(job_id, ("queued",), "queued", reason, now, **revision.fields, spec=spec):
@@ -307,6 +308,10 @@ class Queue:
             self._forecast = (None, Forecast())  # the line changed in place: forecast it again
             self._schedule_soon()
         return {**self.describe(self.store.get(job_id)), "changed": revision.changed, "warnings": revision.warnings}
+
+    def _hand_change(self, job: dict, revision: Revision) -> None:
+        """Where a cluster scheduler holds queued jobs (cluster_queue.py), a change is made there
+        first. Here, the queue holds them."""
 
     def _still_queued(self, job: dict) -> dict:
         if job["state"] != JobState.QUEUED.value:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
+import time
 from pathlib import Path
 
 import pytest
@@ -17,8 +18,9 @@ from support import cannot_run_here
 from slurm_cluster import SlurmCluster, why_no_slurm
 
 from e31_jupyter.backends.slurm import (
+    SlurmBackend,
     SlurmJob,
-    deadline_args,
+    deadline_limits,
     final_state,
     from_squeue,
     gpu_count,
@@ -29,6 +31,7 @@ from e31_jupyter.backends.slurm import (
 )
 from e31_jupyter.client import E31Client
 from e31_jupyter.errors import E31Error
+from e31_jupyter.job import JobSpec, Request
 from e31_jupyter.testing import ServerProcess
 
 TIMEOUT_JOB = "timeout-overlap"
@@ -184,9 +187,6 @@ def test_slurm_holds_a_job_after_another_and_e31_drops_one_after_a_failure(serve
     assert then["waiting_for"] == [first["id"]]
     assert wait_for(lambda: _with_reason(client, then["id"], "Dependency"), 15, what="then to pend on its dependency")
     assert slurm.job_info(_slurm_id(server, then["id"]))["Dependency"].startswith(f"afterok:{_slurm_id(server, first['id'])}")
-    with pytest.raises(E31Error, match="handed to Slurm") as refused:  # Slurm holds its request
-        client.update(then["id"], gpus=2)
-    assert refused.value.status == 409 and client.job(then["id"])["request"]["gpus"] == 1
     failing = client.submit(path=str(write_notebook(tmp_path / "bad.ipynb", "1 / 0")), gpus=0)
     doomed = client.submit(path=str(quick), gpus=0, after=failing["id"], name="doomed")
     doomed = wait_state(client, doomed["id"], "expired", "succeeded", "failed", "cancelled", timeout=60)
@@ -195,6 +195,52 @@ def test_slurm_holds_a_job_after_another_and_e31_drops_one_after_a_failure(serve
     gated.open("first")
     then = wait_state(client, then["id"], "succeeded", "failed", "expired", timeout=60)
     assert then["state"] == "succeeded" and ts(then["started_at"]) >= ts(client.job(first["id"])["finished_at"]) - 1
+
+
+def test_a_pending_job_changes_in_slurm_and_in_e31_alike(server, client, slurm, gated):
+    blocker = wait_state(client, gated.submit(client, "blocker", gpus=2, max_runtime="10m")["id"], "running", timeout=30)
+    job = gated.submit(client, "job", gpus=1, max_runtime="10m", expected_runtime="5m", deadline="+2h")
+    assert wait_for(lambda: _with_reason(client, job["id"], "Resources"), 15, what="the job to pend")
+    slurm_id = _slurm_id(server, job["id"])
+
+    with pytest.raises(E31Error) as refused:  # checked as a submit is: more GPUs than any node has
+        client.update(job["id"], gpus=3, name="too-big")
+    assert refused.value.status == 400 and "Requested node configuration is not available" in refused.value.message
+    for change, field in (({"deadline": None}, "deadline"), ({"gpus": 0}, "gpus")):  # Slurm cannot undo these
+        with pytest.raises(E31Error, match=f"^{field}: Slurm cannot") as refused:
+            client.update(job["id"], **change)
+        assert refused.value.status == 400
+    info = slurm.job_info(slurm_id)
+    assert (info["JobName"], info["TimeLimit"], info["TimeMin"]) == ("job", "00:10:00", "00:05:00")
+    assert "gpu:1" in info["TresPerNode"] and client.job(job["id"])["request"]["gpus"] == 1  # nothing changed
+
+    changed = client.update(
+        job["id"], gpus=2, max_runtime="20m", expected_runtime="10m", deadline="+3h", name="bigger"
+    )  # fmt: skip
+    assert [c.split()[0] for c in changed["changed"]] == [
+        "gpus", "max_runtime", "expected_runtime", "deadline", "name",
+    ]  # fmt: skip
+    info = slurm.job_info(slurm_id)  # Slurm holds the same request as e31 shows
+    assert (info["JobName"], info["TimeLimit"], info["TimeMin"]) == ("bigger", "00:20:00", "00:10:00")
+    assert "gpu:2" in info["TresPerNode"]
+    deadline = time.localtime(ts(changed["request"]["deadline"]))
+    assert info["Deadline"] == time.strftime("%Y-%m-%dT%H:%M:%S", deadline)
+    assert changed["state"] == "queued" and client.job(job["id"])["transitions"][-1]["reason"].startswith("changed by ")
+
+    backend = SlurmBackend()  # one that has just started: Slurm refuses, and says why in e31's words
+    spec = JobSpec("blocker", "gated.ipynb", "python3", request=Request(gpus=2, max_runtime_s=600))
+    with pytest.raises(E31Error, match="has just started in Slurm") as started:
+        backend.update(blocker["id"], {"slurm_id": _slurm_id(server, blocker["id"])}, spec, spec.request)
+    assert started.value.status == 409
+
+    gated.open("blocker")
+    running = wait_state(client, job["id"], "running", timeout=60)
+    assert sorted(running["gpus"]) == ["0", "1"]  # Slurm gave it the two it now asks for
+    with pytest.raises(E31Error, match="only a queued job") as refused:
+        client.update(job["id"], gpus=1)
+    assert refused.value.status == 409
+    gated.open("job")
+    assert wait_state(client, job["id"], "succeeded", "failed", timeout=60)["state"] == "succeeded"
 
 
 def test_a_restarted_server_shows_what_slurm_did_meanwhile(start_slurm_server, slurm, gated):
@@ -295,10 +341,10 @@ def test_timeout_fails_the_job_as_slurm_stops_it(timeout_job, slurm):
 
 def test_a_deadline_asks_slurm_for_the_least_run_time_that_fits():
     now = 1_000_000.0
-    assert deadline_args(now + 3600, 600, 86400, now)[1:] == ["--time-min=00:10:00"]
-    assert deadline_args(now + 3600, 0, 86400, now)[1:] == ["--time-min=00:01:00"]  # no estimate: a minute
-    assert deadline_args(now + 3600, 7200, 7200, now)[1:] == []  # the limit is the estimate
-    assert deadline_args(now + 30, 20, 86400, now)[1:] == []  # cannot fit: Slurm expires it
+    assert deadline_limits(now + 3600, 600, 86400, now)[1] == "00:10:00"
+    assert deadline_limits(now + 3600, 0, 86400, now)[1] == "00:01:00"  # no estimate: a minute
+    assert deadline_limits(now + 3600, 7200, 7200, now)[1] == ""  # the limit is the estimate
+    assert deadline_limits(now + 30, 20, 86400, now)[1] == ""  # cannot fit: Slurm expires it
 
 
 def test_slurm_time_formats():

@@ -31,8 +31,8 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..errors import E31Error
-from ..job import JobSpec
+from ..errors import Conflict, E31Error, InvalidRequest
+from ..job import JobSpec, Request
 from ..jobdir import JobDir
 from ..text import format_seconds
 from . import BackendStatus
@@ -42,6 +42,7 @@ SCRIPT = "slurm.sh"  # in the job's directory
 ALLOCATION = "slurm-allocation.json"  # what the batch script saw: node and GPUs
 OWNER_FILE = "e31-data-dir"  # in slurm_shared_dir: the data directory whose jobs it holds
 NO_JOB_DIR_EXIT = 97  # the batch script's exit code when the node cannot see the job's directory
+NOT_PENDING = "no longer pending"  # scontrol's words for a job that has started meanwhile
 
 QUEUED_STATES = {"PENDING", "REQUEUED", "REQUEUE_HOLD", "REQUEUE_FED", "RESV_DEL_HOLD"}
 RUNNING_STATES = {
@@ -179,6 +180,24 @@ class SlurmBackend:
         start = re.search(r"to start at (\d+)", result)
         return float(start.group(1)) if start else None
 
+    def update(self, job_id: str, handle: dict, spec: JobSpec, before: Request) -> None:
+        """Change a pending job in place (``scontrol update``) to ask for ``spec``'s request and
+        name. The new request is checked first as a submit's is (``sbatch --test-only``):
+        scontrol applies its fields one by one and takes some a submit is refused (more GPUs
+        than any node has), so a refusal there could leave the job half changed, or never able
+        to start."""
+        fields = update_fields(spec.request, before, spec.name)
+        self.expected_start(spec)
+        try:
+            self._run(["scontrol", "update", f"JobId={handle['slurm_id']}", *fields], refused=True)
+        except E31Error as error:
+            if NOT_PENDING not in error.message:
+                raise
+            raise Conflict(
+                f"Job {job_id} has just started in Slurm; only a queued job's request can change. "
+                "To run it again with another request: e31 resubmit."
+            ) from None
+
     def find(self, job_id: str, jobdir: JobDir) -> dict | None:
         """The handle of the Slurm job that runs this job's batch script, if Slurm has one."""
         script = str(jobdir.path.resolve() / SCRIPT)
@@ -249,7 +268,8 @@ class SlurmBackend:
         if request.gpus:
             args.append(f"--gres=gpu:{request.gpus}")
         if request.deadline is not None:
-            args += deadline_args(request.deadline, request.runtime_estimate(), request.max_runtime_s)
+            deadline, least = deadline_limits(request.deadline, request.runtime_estimate(), request.max_runtime_s)
+            args += [f"--deadline={deadline}"] + ([f"--time-min={least}"] if least else [])
         for option, value in (("partition", self.partition), ("account", self.account), ("qos", self.qos)):
             if value:
                 args.append(f"--{option}={value}")
@@ -426,19 +446,39 @@ def gpu_count(gres: str) -> int:
     return sum(int(n) for n in re.findall(r"(?:^|,)gpu(?::[^:,(]+)?:(\d+)", gres))
 
 
-def deadline_args(
+def deadline_limits(
     deadline: float, estimate_s: float, max_runtime_s: float, now: float | None = None
-) -> list[str]:
-    """``--deadline``, and ``--time-min``: Slurm expires a job that cannot *end* by its deadline,
-    reckoning with its time limit unless it has a shorter least run time, which is e31's estimate
-    (in whole minutes, at least one). A least run time that no longer fits is left out: Slurm
-    would refuse the job outright, where e31 expires it (as Slurm then does)."""
-    args = [f"--deadline={time.strftime('%Y-%m-%dT%H:%M:%S', time.localtime(deadline))}"]
+) -> tuple[str, str]:
+    """``--deadline``, and ``--time-min`` ("" for none): Slurm expires a job that cannot *end*
+    by its deadline, reckoning with its time limit unless it has a shorter least run time, which
+    is e31's estimate (in whole minutes, at least one). A least run time that no longer fits is
+    left out: Slurm would refuse the job outright, where e31 expires it (as Slurm then does)."""
     least_s = math.ceil(max(estimate_s, 60) / 60) * 60
     fits = (time.time() if now is None else now) + least_s <= deadline
-    if least_s < max_runtime_s and fits:
-        args.append(f"--time-min={slurm_duration(least_s)}")
-    return args
+    least = slurm_duration(least_s) if least_s < max_runtime_s and fits else ""
+    return time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(deadline)), least
+
+
+def update_fields(request: Request, before: Request, name: str, now: float | None = None) -> list[str]:
+    """The ``scontrol update`` fields that make a pending job ask for ``request`` (it asked for
+    ``before``). What Slurm cannot undo in place is refused, saying what to do instead."""
+    if request.deadline is None and before.deadline is not None:
+        raise InvalidRequest(
+            "deadline: Slurm cannot take the deadline off a job it holds. Give a later one "
+            "(--deadline), or resubmit the job without one (e31 resubmit) and cancel this one."
+        )
+    if before.gpus and not request.gpus:
+        raise InvalidRequest(
+            "gpus: Slurm cannot take every GPU from a job that asked for some (it would still be "
+            "given them). Ask for 1 or more, or resubmit it with --gpus 0 and cancel this one."
+        )
+    fields = [f"Name={name}", f"TimeLimit={slurm_duration(request.max_runtime_s)}"]
+    if request.gpus:
+        fields.append(f"Gres=gpu:{request.gpus}")
+    if request.deadline is not None:
+        deadline, least = deadline_limits(request.deadline, request.runtime_estimate(), request.max_runtime_s, now)
+        fields += [f"Deadline={deadline}", f"TimeMin={least or 0}"]
+    return fields
 
 
 def slurm_duration(seconds: float) -> str:
