@@ -1,4 +1,5 @@
 import { changeForm, updateRequest } from '../src/model/change';
+import { deadlineInput } from '../src/model/format';
 import { job } from './helpers';
 
 describe('change', () => {
@@ -15,10 +16,18 @@ describe('change', () => {
       gpus: '2',
       maxRuntime: '2h',
       expectedRuntime: '1h',
-      deadline: '2024-06-03T08:00:00Z',
+      deadline: deadlineInput('2024-06-03T08:00:00Z'),
       name: 'train',
       team: 'vision'
     });
+  });
+
+  it('shows the deadline in local time to the minute, with the offset that makes it the same moment', () => {
+    const shown = deadlineInput('2024-06-03T08:00:59.123Z');
+    expect(shown).toMatch(/^2024-06-0[23] \d\d:\d\d[+-]\d\d:\d\d$/);
+    expect(new Date(shown.replace(' ', 'T')).toISOString()).toBe('2024-06-03T08:00:00.000Z');
+    expect(deadlineInput(null)).toBe('');
+    expect(deadlineInput('not a time')).toBe('not a time');
   });
 
   it('sends only what changed, and null for what was cleared', () => {

@@ -6,7 +6,7 @@
  */
 
 import { IFormResult, checkGpus } from './form';
-import { durationInput } from './format';
+import { deadlineInput, durationInput } from './format';
 import { IJob, IUpdateRequest } from './types';
 
 export interface IChangeForm {
@@ -33,7 +33,7 @@ export function changeForm(job: IJob): IChangeForm {
     gpus: String(job.request.gpus),
     maxRuntime: durationInput(job.request.max_runtime_s),
     expectedRuntime: durationInput(job.request.expected_runtime_s),
-    deadline: job.request.deadline ?? '',
+    deadline: deadlineInput(job.request.deadline),
     name: job.name,
     team: job.team ?? ''
   };

@@ -94,6 +94,25 @@ function parseTime(iso: string | null): Date | string {
   return Number.isNaN(t.getTime()) ? iso : t;
 }
 
+/**
+ * A deadline in the form the server accepts back, for editing: local date and time to the
+ * minute, with this browser's UTC offset, so the server reads the same moment whatever its own
+ * time zone ("2026-12-02 08:00+01:00"). Empty for none.
+ */
+export function deadlineInput(iso: string | null | undefined): string {
+  const t = parseTime(iso ?? null);
+  if (!(t instanceof Date)) {
+    return iso ?? '';
+  }
+  const offset = -t.getTimezoneOffset();
+  const sign = offset < 0 ? '-' : '+';
+  const zone = `${sign}${pad(Math.floor(Math.abs(offset) / 60))}:${pad(Math.abs(offset) % 60)}`;
+  return (
+    `${t.getFullYear()}-${pad(t.getMonth() + 1)}-${pad(t.getDate())} ` +
+    `${pad(t.getHours())}:${pad(t.getMinutes())}${zone}`
+  );
+}
+
 /** A timestamp near `now` in few characters: "14:03", "Tue 14:03", "2024-05-01 14:03". */
 export function formatTime(iso: string | null, now: Date = new Date()): string {
   const t = parseTime(iso);

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import re
 import time
+from datetime import datetime
 
 import requests
 from support import wait_state, write_notebook
@@ -356,6 +357,18 @@ def test_a_queued_job_is_changed_in_place_from_its_detail_view(lab, api, context
     assert changed["request"]["deadline"] is not None and changed["state"] == "queued"
     expect(detail.locator(".e31-Card").first).to_contain_text("30m")
     screenshot(page, "change-dialog-done")
+
+    # The deadline shows as a local time to the minute with its offset, which reads back as the
+    # same moment; accepted untouched, it changes nothing.
+    history = api.job(waiting["id"])["transitions"]
+    detail.get_by_role("button", name="Change…").click()
+    shown = dialog.locator('input[name="deadline"]').input_value()
+    assert re.fullmatch(r"\d{4}-\d\d-\d\d \d\d:\d\d[+-]\d\d:\d\d", shown), shown
+    deadline = datetime.fromisoformat(changed["request"]["deadline"]).timestamp()
+    assert datetime.fromisoformat(shown).timestamp() == deadline // 60 * 60
+    dialog.locator(".jp-Dialog-button.jp-mod-accept").click()
+    expect(dialog).to_have_count(0)
+    assert api.job(waiting["id"])["transitions"] == history
     for name in ("blocker", "waiting"):
         (lab.root / f"gate-{name}").touch()
     expect(detail).to_have_attribute("data-state", "succeeded", timeout=JOB_END_WAIT)
