@@ -9,6 +9,7 @@ queued job's request (``revise``) is checked the same way.
 from __future__ import annotations
 
 import asyncio
+import datetime as dt
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -199,8 +200,8 @@ def _change(column: str, old, new) -> str:
 def _shown(column: str, value) -> str:
     if value is None or value == "":
         return "none"
-    if column == "deadline":
-        return iso(value)
+    if column == "deadline":  # UTC: the history is read from any time zone
+        return dt.datetime.fromtimestamp(value, dt.timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
     if column.endswith("_runtime_s"):
         return format_seconds(value)
     return str(value)
