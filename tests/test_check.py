@@ -82,6 +82,8 @@ def test_a_job_held_back_while_gpus_are_free_says_why(start_server, gated, capsy
     assert ts(second["expected_start"]) == pytest.approx(ts(first["started_at"]) + 3 * 86400, abs=1)
     assert main(["--url", server.url, "--token", server.token, "status", second["id"]]) == 0
     assert f"held back though GPUs are free: {held}" in capsys.readouterr().out
+    assert main(["--url", server.url, "--token", server.token, "jobs"]) == 0
+    assert f"Held back though GPUs are free:\n  {second['id']}  {held}\n" in capsys.readouterr().out
 
     short = client.check(path=str(gated.notebook), gpus=1, max_runtime="10m")  # behind second, yet it starts now
     assert short["held_back"] is None and short["queue_position"] == 2

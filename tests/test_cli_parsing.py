@@ -169,6 +169,10 @@ def test_format_jobs_table():
     assert "  queued  -    after b90c4400 +1  " in format_jobs([waiting], now)
     forecast = waiting | {"waiting_for": ["240101-b90c4400"], "expected_start": "2024-01-01T14:00:20Z"}
     assert "  queued  -    in 1h30m, after b90c4400  " in format_jobs([forecast], now)
+    held = job(id="j4", expected_start="2024-01-01T14:00:20Z", held_back="the last 4 GPUs are kept for short jobs")
+    assert format_jobs([held, hopeless], now).splitlines()[3:] == [
+        "", "Held back though GPUs are free:", "  j4  the last 4 GPUs are kept for short jobs",
+    ]  # fmt: skip
 
 
 @pytest.mark.parametrize("path", ["../x", "a/../../b", "a/..", "/etc/passwd", "", ".", "C:\\x", "..\\x"])

@@ -53,7 +53,9 @@ def format_jobs(jobs: list[dict], now: datetime | None = None) -> str:
         ]
         for job in jobs
     ]
-    return format_table(["ID", "NAME", "STATE", "POS", "STARTS", "GPUS", "GPU-H", "AGE"], rows)
+    table = format_table(["ID", "NAME", "STATE", "POS", "STARTS", "GPUS", "GPU-H", "AGE"], rows)
+    held = [f"  {job['id']}  {job['held_back']}" for job in jobs if job.get("held_back")]
+    return "\n".join([table, "", "Held back though GPUs are free:", *held]) if held else table
 
 
 def _starts(job: dict, now: datetime | None) -> str | None:
