@@ -93,8 +93,9 @@ class ClusterQueue(Queue):
             raise Conflict(f"Job {job['id']} is still being handed to the cluster; change it in a moment.")
         spec = JobSpec(**{**job["spec"], **revision.labels}, request=revision.request)
         before = Request(
-            job["gpus_requested"], job["max_runtime_s"], job["expected_runtime_s"], job["deadline"],
-            bool(job["max_runtime_given"]),
+            gpus=job["gpus_requested"], max_runtime_s=job["max_runtime_s"],
+            expected_runtime_s=job["expected_runtime_s"], deadline=job["deadline"],
+            max_runtime_given=bool(job["max_runtime_given"]),
         )  # fmt: skip
         self.backend.update(job["id"], json.loads(job["handle"]), spec, before)
 

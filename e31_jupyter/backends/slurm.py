@@ -183,9 +183,9 @@ class SlurmBackend:
     def update(self, job_id: str, handle: dict, spec: JobSpec, before: Request) -> None:
         """Change a pending job in place (``scontrol update``) to ask for ``spec``'s request and
         name. The new request is checked first as a submit's is (``sbatch --test-only``):
-        scontrol applies its fields one by one and takes some a submit is refused (more GPUs
-        than any node has), so a refusal there could leave the job half changed, or never able
-        to start."""
+        scontrol applies its fields one by one, and accepts some that a submit is refused for
+        (more GPUs than any node has), so on its own it could leave the job half changed, or
+        never able to start."""
         fields = update_fields(spec.request, before, spec.name)
         self.expected_start(spec)
         try:
