@@ -86,7 +86,7 @@ class ClusterQueue(Queue):
         self.schedule(force=True)
         return self.describe(self.store.get(job_id))
 
-    def _hand_change(self, job: dict, revision: Revision) -> None:
+    async def _hand_change(self, job: dict, revision: Revision) -> None:
         """Slurm holds the job's request: it changes there first, and where Slurm refuses, it
         changes nowhere."""
         if not job["handle"]:
@@ -97,7 +97,7 @@ class ClusterQueue(Queue):
             expected_runtime_s=job["expected_runtime_s"], deadline=job["deadline"],
             max_runtime_given=bool(job["max_runtime_given"]),
         )  # fmt: skip
-        self.backend.update(job["id"], json.loads(job["handle"]), spec, before)
+        await asyncio.to_thread(self.backend.update, job["id"], json.loads(job["handle"]), spec, before)
 
     def positions(self) -> dict[str, int]:
         """Places in the cluster's queue, as the last poll of the cluster recorded them."""

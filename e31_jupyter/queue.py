@@ -290,7 +290,7 @@ class Queue:
             self._stop_job({**job, "stop_requested": "cancel"})
         return self.describe(self.store.get(job_id))
 
-    def update(self, caller: Caller, job_id: str, changes: dict) -> dict:
+    async def update(self, caller: Caller, job_id: str, changes: dict) -> dict:
         """Change a queued job's request (GPUs, run times, deadline), name or team in place: it
         keeps its id, its files and the jobs that wait for it, and takes its place in line
         anew. The change is recorded in its history."""
@@ -298,7 +298,7 @@ class Queue:
         now = self.clock()
         revision = self.admission.revise(job, changes, now)
         if revision.fields:
-            self._hand_change(job, revision)
+            await self._hand_change(job, revision)
             spec = {**job["spec"], **revision.labels}
             reason = f"changed by {caller.name}: {'; '.join(revision.changed)}"
             if not self.store.transition(job_id, ("queued",), "queued", reason, now, **revision.fields, spec=spec):
@@ -309,7 +309,7 @@ class Queue:
             self._schedule_soon()
         return {**self.describe(self.store.get(job_id)), "changed": revision.changed, "warnings": revision.warnings}
 
-    def _hand_change(self, job: dict, revision: Revision) -> None:
+    async def _hand_change(self, job: dict, revision: Revision) -> None:
         """Where a cluster scheduler holds queued jobs (cluster_queue.py), a change is made there
         first. Here, the queue holds them."""
 

@@ -149,7 +149,7 @@ class JobHandler(E31Handler):
     @authorized
     @_answers_errors
     async def patch(self, job_id):
-        self.finish(self.queue.update(self.caller, job_id, self.json_body()))
+        self.finish(await self.queue.update(self.caller, job_id, self.json_body()))
 
 
 class CancelHandler(E31Handler):
