@@ -73,7 +73,7 @@ class ClusterQueue(Queue):
         if job["state"] == JobState.CANCELLED.value:  # cancelled while it was being handed over
             await asyncio.to_thread(self.backend.cancel, job_id, json.loads(job["handle"]))
 
-    def cancel(self, caller: Caller, job_id: str) -> dict:
+    async def cancel(self, caller: Caller, job_id: str) -> dict:
         job = self.visible_job(caller, job_id)
         if job["state"] in FINAL_STATES:
             raise Conflict(f"Job {job_id} has already ended ({job['state']}); there is nothing to cancel.")
@@ -82,7 +82,7 @@ class ClusterQueue(Queue):
             self.store.transition(job_id, ACTIVE_STATES, "cancelled", reason, self.clock(), finished_at=self.clock())
             return self.describe(self.store.get(job_id))
         self.store.update(job_id, stop_requested="cancel", reason=f"cancelling: {reason}")
-        self.backend.cancel(job_id, json.loads(job["handle"]))
+        await asyncio.to_thread(self.backend.cancel, job_id, json.loads(job["handle"]))
         self.schedule(force=True)
         return self.describe(self.store.get(job_id))
 

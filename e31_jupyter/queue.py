@@ -272,7 +272,7 @@ class Queue:
         (cluster_queue.py), this is where it gets them. Here, the queue keeps them."""
         return {}
 
-    def cancel(self, caller: Caller, job_id: str) -> dict:
+    async def cancel(self, caller: Caller, job_id: str) -> dict:
         job = self.visible_job(caller, job_id)
         now = self.clock()
         reason = f"cancelled by {caller.name}"

@@ -157,7 +157,7 @@ class CancelHandler(E31Handler):
     @authorized
     @_answers_errors
     async def post(self, job_id):
-        self.finish(self.queue.cancel(self.caller, job_id))
+        self.finish(await self.queue.cancel(self.caller, job_id))
 
 
 class ResubmitHandler(E31Handler):
