@@ -4,11 +4,13 @@ import {
   afterChoices,
   initialForm,
   jobParameters,
+  listedAfterChoices,
   requestToCheck,
   resubmitRequest,
   submitRequest
 } from '../src/model/form';
 import { parseParameters } from '../src/model/parameters';
+import { IJob } from '../src/model/types';
 import { job } from './helpers';
 
 const params = parseParameters('epochs = 3\nlabel = "baseline"');
@@ -59,9 +61,20 @@ describe('the submit form', () => {
     ];
     expect(afterChoices(jobs).map(j => j.name)).toEqual(['next', 'prep']);
     expect(afterChoiceText(jobs[1])).toBe('prep · running · job 00000002');
+  });
+
+  it('lists the newest jobs to run after, every one ticked, and all once asked', () => {
+    const at = (i: number) => `2024-06-03T08:${String(i).padStart(2, '0')}:00Z`;
     const many = Array.from({ length: 12 }, (_, i) => job({ id: `240603-${i}`, state: 'queued', submitted_at: at(i) }));
-    expect(afterChoices(many)).toHaveLength(AFTER_CHOICES);
-    expect(afterChoices(many)[0].id).toBe('240603-11');
+    const choices = afterChoices(many);
+    expect(choices).toHaveLength(12);
+    expect(choices[0].id).toBe('240603-11');
+    const ids = (jobs: IJob[]) => jobs.map(j => j.id);
+    expect(ids(listedAfterChoices(choices, [], false))).toEqual(ids(choices.slice(0, AFTER_CHOICES)));
+    const ticked = listedAfterChoices(choices, ['240603-0'], false);
+    expect(ticked).toHaveLength(AFTER_CHOICES + 1);
+    expect(ticked[AFTER_CHOICES].id).toBe('240603-0');
+    expect(listedAfterChoices(choices, [], true)).toHaveLength(12);
   });
 
   it('sends an open notebook as content', () => {

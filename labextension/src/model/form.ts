@@ -85,14 +85,18 @@ export function initialForm(
   };
 }
 
-export const AFTER_CHOICES = 8; // active jobs the dialog offers to run after, newest first
+export const AFTER_CHOICES = 8; // active jobs the dialog lists to run after until asked for all
 
 /** The jobs a new job may be set to run after: those still queued or running, newest first. */
 export function afterChoices(jobs: IJob[]): IJob[] {
   return jobs
     .filter(job => job.state === 'queued' || job.state === 'running')
-    .sort((a, b) => (b.submitted_at ?? '').localeCompare(a.submitted_at ?? ''))
-    .slice(0, AFTER_CHOICES);
+    .sort((a, b) => (b.submitted_at ?? '').localeCompare(a.submitted_at ?? ''));
+}
+
+/** Those the dialog lists: the AFTER_CHOICES newest and every one ticked, or all of them. */
+export function listedAfterChoices(choices: IJob[], after: string[], all: boolean): IJob[] {
+  return all ? choices : choices.filter((job, i) => i < AFTER_CHOICES || after.includes(job.id));
 }
 
 /** One of them as the dialog names it: "prep · running · job b90c4400". */

@@ -17,6 +17,7 @@ import {
   afterChoiceText,
   afterChoices,
   initialForm,
+  listedAfterChoices,
   notebookName,
   requestToCheck,
   resubmitRequest,
@@ -301,14 +302,16 @@ function FormView(props: {
 /** The active jobs to tick: the new job starts only once every one ticked has succeeded. */
 function AfterField(props: { choices: IJob[]; after: string[]; onChange: (after: string[]) => void }): JSX.Element | null {
   const { choices, after, onChange } = props;
+  const [all, setAll] = React.useState(false);
   if (!choices.length) {
     return null;
   }
+  const listed = listedAfterChoices(choices, after, all);
   return (
     <div className="e31-Field e31-AfterField" role="group" aria-label="Run after">
       <span className="e31-Field-label">Run after</span>
       <span className="e31-Field-control">
-        {choices.map(job => (
+        {listed.map(job => (
           <label key={job.id} className="e31-AfterField-choice">
             <input
               type="checkbox"
@@ -320,6 +323,11 @@ function AfterField(props: { choices: IJob[]; after: string[]; onChange: (after:
             {afterChoiceText(job)}
           </label>
         ))}
+        {listed.length < choices.length ? (
+          <button type="button" className="e31-LinkButton e31-AfterField-more" onClick={() => setAll(true)}>
+            {`Show ${choices.length - listed.length} older active job${choices.length - listed.length === 1 ? '' : 's'}`}
+          </button>
+        ) : null}
         <span className="e31-Field-hint">optional; it starts only once every job ticked has succeeded</span>
       </span>
     </div>

@@ -28,6 +28,7 @@ assert os.path.exists(gate), "the test never opened the gate"
 
 PANEL_TAB = '.jp-SideBar [data-id="e31-jobs-panel"]'
 JOB_END_WAIT = 60_000  # ms
+AFTER_CHOICES = 8  # active jobs the submit dialog lists to run after until asked for all (form.ts)
 
 
 def open_lab(page, lab, workspace: str, notebook: str | None = None) -> None:
@@ -210,6 +211,8 @@ def test_a_job_is_set_to_run_after_another_in_the_dialog_and_says_what_it_waits_
         path=str(gated_notebook(lab, "first")), name="first", gpus=1, parameters={"gate": gate(lab, "first")}
     )
     wait_state(api, first["id"], "running")
+    later = write_notebook(lab.root / "later.ipynb", "x = 1")
+    newer = [api.submit(path=str(later), name=f"later-{i}", gpus=0, after=first["id"]) for i in range(AFTER_CHOICES)]
     gated_notebook(lab, "then")
     hexpart = first["id"].split("-")[1]
     page = context.new_page()
@@ -220,6 +223,11 @@ def test_a_job_is_set_to_run_after_another_in_the_dialog_and_says_what_it_waits_
     page.locator(".lm-Menu-item").filter(has_text="Submit as GPU Job…").click()
     dialog = page.locator(".e31-SubmitDialog")
     choice = dialog.locator(".e31-AfterField-choice").filter(has_text=f"job {hexpart}")
+    # Eight active jobs came after it: it is listed once the older ones are asked for.
+    expect(dialog.locator(".e31-AfterField-choice")).to_have_count(AFTER_CHOICES)
+    expect(choice).to_have_count(0)
+    dialog.locator(".e31-AfterField-more").click()
+    expect(dialog.locator(".e31-AfterField-more")).to_have_count(0)
     expect(choice).to_have_text(f"first · running · job {hexpart}")
     expect(dialog.locator(".e31-SubmitForm-outlook")).to_be_visible(timeout=15_000)  # the form has settled
     gate_field = dialog.locator('input[name="param-gate"]')
@@ -237,6 +245,8 @@ def test_a_job_is_set_to_run_after_another_in_the_dialog_and_says_what_it_waits_
     expect(dialog).to_have_count(0)
     then = next(job for job in api.jobs() if job["name"] == "then")
     assert then["request"]["after"] == [first["id"]] and then["waiting_for"] == [first["id"]]
+    for job in newer:
+        api.cancel(job["id"])
 
     show_panel(page)
     row = job_row(page, "then")
