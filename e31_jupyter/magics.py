@@ -420,7 +420,7 @@ def _safe_name(name: str) -> str:
 def _cli_args(argv: list[str]) -> argparse.Namespace:
     """Parse with the e31 CLI's own parser, so the line magics take the CLI's options."""
     try:
-        args, extra = build_parser().parse_known_args(argv)
+        args, extra = build_parser().parse_known_args(arguments.split_assignments(argv))
     except SystemExit:  # argparse printed the usage or the help
         raise _Done() from None
     if extra:

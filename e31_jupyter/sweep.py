@@ -17,8 +17,9 @@ MAX_SWEEP_JOBS = 500  # more is almost surely a typo in a grid; submit in parts 
 
 def points(grid: Sequence[Sequence[str]], fixed: dict, typed: Callable[[str], Any]) -> list[dict]:
     """Every combination of the grid's values, as parameters: ``grid`` is ``[[name, value, ...],
-    ...]`` as given on the command line, ``typed`` turns a value's text into its value. [{}] for
+    ...]`` (or ``[["name=value,value"], ...]``) as given on the command line, ``typed`` turns a value's text into its value. [{}] for
     no grid. A name swept twice, or also fixed by ``-p``, is refused."""
+    grid = [_axis(given) for given in grid]
     seen: set[str] = set()
     for name, *values in grid:
         if not values:
@@ -39,6 +40,19 @@ def points(grid: Sequence[Sequence[str]], fixed: dict, typed: Callable[[str], An
     names = [name for name, *_ in grid]
     axes = [[typed(value) for value in values] for _, *values in grid]
     return [dict(zip(names, combination)) for combination in product(*axes)]
+
+
+def _axis(given: Sequence[str]) -> list[str]:
+    """``--sweep lr 0.1 0.2`` as given, or ``--sweep lr=0.1,0.2``: [name, value, ...]."""
+    name, equals, listed = given[0].partition("=")
+    if not equals:
+        return list(given)
+    if len(given) > 1 or not name.isidentifier():
+        raise InvalidRequest(
+            f"--sweep {' '.join(given)}: give the name, then each value (--sweep {name} 1 2 3), "
+            f"or the name and its values in one (--sweep {name}=1,2,3)."
+        )
+    return [name, *(value for value in listed.split(",") if value)]
 
 
 def label(point: dict) -> str:

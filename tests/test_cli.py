@@ -125,7 +125,7 @@ def test_submit_check_says_where_the_job_would_wait_and_submits_nothing(e31, cli
 
 
 def test_a_sweep_submits_one_job_per_combination(e31, client):
-    sweep = ["--sweep", "epochs", 1, 2, "--sweep", "learning_rate", 0.1, 0.2]
+    sweep = ["--sweep", "epochs", 1, 2, "--sweep", "learning_rate=0.1,0.2"]  # both forms
     code, out, err = e31("submit", TRAIN, "--gpus", 1, *sweep, "--check")
     assert code == 0 and len(out.splitlines()) == 5 and client.jobs() == []
     assert "train[epochs=2,learning_rate=0.2]: would be queued" in out and "nothing was submitted" in out.splitlines()[-1]

@@ -6,7 +6,7 @@ from datetime import datetime, timedelta, timezone
 import pytest
 
 from e31_jupyter.cli import main
-from e31_jupyter.cli.arguments import parameter_value, submit_bodies, submit_body
+from e31_jupyter.cli.arguments import parameter_value, split_assignments, submit_bodies, submit_body
 from e31_jupyter.cli.launch import launcher_argv
 from e31_jupyter.cli.listing import describe, format_jobs, format_table
 from e31_jupyter.cli.parser import build_parser
@@ -45,6 +45,17 @@ def test_submit_body_sends_absolute_paths_typed_parameters_and_only_given_option
     }
 
 
+def test_a_parameter_is_given_as_name_and_value_or_as_name_equals_value():
+    argv = ["submit", "nb.ipynb", "-p", "lr=0.1", "--parameters", "tag=a=b", "-p", "epochs", "3", "--name", "x=y"]
+    assert split_assignments(argv) == [
+        "submit", "nb.ipynb", "-p", "lr", "0.1", "--parameters", "tag", "a=b", "-p", "epochs", "3", "--name", "x=y"
+    ]  # fmt: skip
+    args = build_parser().parse_args(split_assignments(argv))
+    assert submit_body(args)["parameters"] == {"lr": 0.1, "tag": "a=b", "epochs": 3}
+    assert split_assignments(["submit", "nb.ipynb", "-p"]) == ["submit", "nb.ipynb", "-p"]  # argparse says what lacks
+    assert split_assignments(["-p", "not a name=1"]) == ["-p", "not a name=1"]
+
+
 def test_submit_body_of_a_bare_notebook_lets_the_server_choose_defaults():
     args = build_parser().parse_args(["submit", "/nb/train.ipynb"])
     assert submit_body(args) == {"path": "/nb/train.ipynb"}
@@ -66,12 +77,17 @@ def test_a_sweep_is_one_body_per_combination_named_after_it():
     named = build_parser().parse_args(["submit", "/nb/train.ipynb", "--name", "run", "--sweep", "seed", "1", "2"])
     assert [b["name"] for b in submit_bodies(named)] == ["run[seed=1]", "run[seed=2]"]
     assert submit_bodies(build_parser().parse_args(["submit", "/nb/train.ipynb"])) == [{"path": "/nb/train.ipynb"}]
+    in_one = build_parser().parse_args(["submit", "/nb/train.ipynb", "--sweep", "lr=0.1,0.01", "--sweep", "opt", "adam"])
+    assert [b["parameters"] for b in submit_bodies(in_one)] == [{"lr": 0.1, "opt": "adam"}, {"lr": 0.01, "opt": "adam"}]
 
 
 @pytest.mark.parametrize(
     "argv, words",
     [
         (["--sweep", "lr"], "no values"),
+        (["--sweep", "lr="], "no values"),
+        (["--sweep", "lr=0.1", "0.2"], r"--sweep lr=0.1 0.2: give the name, then each value \(--sweep lr 1 2 3\)"),
+        (["--sweep", "lr", "1", "--sweep", "lr=2"], "given twice"),
         (["--sweep", "lr", "1", "--sweep", "lr", "2"], "given twice"),
         (["-p", "lr", "1", "--sweep", "lr", "2", "3"], "both swept"),
         (["--sweep", "a", *map(str, range(30)), "--sweep", "b", *map(str, range(30))], "900 jobs"),

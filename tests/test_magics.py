@@ -166,7 +166,7 @@ def test_submit_notebook_with_parameters(kernel, client):
     assert job["state"] == "succeeded", job["reason"]
     assert job["work"]["parameters"] == {"epochs": 3}
     assert len(client.download(job_id, "metrics.csv").decode().splitlines()) == 1 + 3
-    again = client.job(_job_id(kernel.run("%e31 resubmit last -p epochs 2 --wait")))  # the same, but 2 epochs
+    again = client.job(_job_id(kernel.run("%e31 resubmit last -p epochs=2 --wait")))  # the same, but 2 epochs
     assert again["id"] != job_id and again["state"] == "succeeded", again["reason"]
     assert again["work"]["parameters"] == {"epochs": 2} and again["request"]["gpus"] == 1
 

@@ -26,6 +26,19 @@ def parameter_value(text: str):
     return text
 
 
+def split_assignments(argv: list[str]) -> list[str]:
+    """``-p lr=0.5`` read as ``-p lr 0.5``: a parameter's name never holds "=", so the form
+    people bring from other tools means only that."""
+    split: list[str] = []
+    tokens = iter(argv)
+    for token in tokens:
+        split.append(token)
+        if token in ("-p", "--parameters") and (following := next(tokens, None)) is not None:
+            name, equals, value = following.partition("=")
+            split.extend([name, value] if equals and name.isidentifier() else [following])
+    return split
+
+
 def duration(text: str) -> int | str:
     """A run time as given: whole seconds become a number, "90m" or "6h" go to the server as is."""
     return int(text) if text.isdigit() else text
@@ -81,7 +94,8 @@ def request_options(parser: argparse.ArgumentParser, defaults: str = "") -> None
 
     parser.add_argument(
         "-p", "--parameters", nargs=2, action="append", metavar=("NAME", "VALUE"),
-        help="a papermill parameter; VALUE typed as papermill does (int, float, True/False/None, str)",
+        help="a papermill parameter (-p lr 0.1, or -p lr=0.1); VALUE typed as papermill does "
+        "(int, float, True/False/None, str)",
     )
     parser.add_argument("--gpus", type=int, help=f"GPUs to hold{default('0')}")
     parser.add_argument(

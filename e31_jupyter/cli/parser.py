@@ -47,7 +47,8 @@ def build_parser() -> argparse.ArgumentParser:
     request_options(submit)
     submit.add_argument(
         "--sweep", nargs="+", action="append", metavar=("NAME", "VALUE"),
-        help="submit one job per value of parameter NAME (repeatable: one job per combination)",
+        help="submit one job per value of parameter NAME: --sweep lr 0.1 0.2, or --sweep lr=0.1,0.2 "
+        "(repeatable: one job per combination)",
     )
     submit.add_argument(
         "--data", action="append", metavar="PATH", help="a file or folder to copy into the job (repeatable)"
