@@ -30,6 +30,7 @@ from .client import FINAL_STATES, E31Client, safe_destination
 from .errors import E31Error, InvalidRequest
 from .notebook_checks import left_behind_warnings
 from .packaging import DEFAULT_KERNEL, cell_names, cell_notebook, import_line
+from .text import format_gpu_hours
 
 HIDDEN = {"In", "Out", "get_ipython", "exit", "quit"}  # IPython's own names, never captured
 LINE_COMMANDS = ("submit-notebook", "resubmit", "update", "jobs", "status", "logs", "cancel", "wait", "collect")
@@ -316,7 +317,7 @@ class E31Magics(Magics):
             summary.append("loaded " + ", ".join(loaded))
         if folder:
             summary.append(f"{job['files_count']} file(s) in {folder}")
-        summary.append(f"{job['meter']['gpu_hours']:.4f} GPU-hours")
+        summary.append(f"{format_gpu_hours(job['meter']['gpu_hours'])} GPU-hours")
         print("e31: " + "; ".join(summary))
         return job
 

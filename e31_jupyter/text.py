@@ -24,6 +24,27 @@ def parse_time(iso: str) -> datetime:
     return moment if moment.tzinfo else moment.replace(tzinfo=timezone.utc)
 
 
+def format_moment(iso: str | None, seconds: bool = True) -> str | None:
+    """An ISO time in this machine's time zone: '2026-12-01 15:57:28 UTC' (None for no time)."""
+    if not iso:
+        return None
+    local = parse_time(iso).astimezone()
+    return local.strftime("%Y-%m-%d %H:%M:%S" if seconds else "%Y-%m-%d %H:%M") + f" {local.tzname()}"
+
+
+def format_gpu_hours(hours: float) -> str:
+    """GPU-hours to as many digits as tell a small job's from nothing: '<0.001', '0.004', '1.25',
+    '37.5', '1,204' (as the JupyterLab panel's formatHours reads them)."""
+    if hours <= 0:
+        return "0"
+    if hours < 0.001:
+        return "<0.001"
+    for below, digits in ((0.01, 3), (10, 2), (100, 1)):
+        if hours < below:
+            return f"{hours:.{digits}f}"
+    return f"{round(hours):,}"
+
+
 def format_age(iso: str | None, now: datetime | None = None) -> str | None:
     """How long ago an ISO time was: '12m', '3h20m' (None for no time)."""
     if not iso:

@@ -23,7 +23,7 @@ from IPython.display import HTML, display, publish_display_data
 
 from .client import FINAL_STATES, E31Client
 from .packaging import CELL_TAG
-from .text import format_age, format_outlook, format_seconds, format_size, ordinal
+from .text import format_age, format_gpu_hours, format_moment, format_outlook, format_seconds, format_size, ordinal
 
 POLL_FAST_S, POLL_SLOW_S = 0.5, 5.0
 JOBS_SHOWN = 50  # the newest jobs the jobs widget lists
@@ -46,7 +46,7 @@ def format_position(position: int | None) -> str:
 
 
 def format_meter(meter: dict) -> str:
-    text = f"{meter['gpu_hours']:.4f} GPU-hours"
+    text = f"{format_gpu_hours(meter['gpu_hours'])} GPU-hours"
     return text + (f" · {meter['cost']:.2f} {meter['currency']}" if meter.get("cost") else "")
 
 
@@ -71,9 +71,7 @@ def status_line(job: dict, pool: dict | None = None) -> str:
         gpus = ", ".join(job["gpus"]) or "none"
         text = f"GPUs {gpus} · running for {format_seconds(_elapsed(job))} · {format_meter(job['meter'])}"
         return text + "".join(f" · {words}" for words in format_outlook(job))
-    ended = job.get("finished_at")
-    when = datetime.fromisoformat(ended).astimezone().strftime("%Y-%m-%d %H:%M") if ended else "-"
-    return f"{format_meter(job['meter'])} · ended {when}"
+    return f"{format_meter(job['meter'])} · ended {format_moment(job.get('finished_at'), seconds=False) or '-'}"
 
 
 def _elapsed(job: dict) -> float:
@@ -400,7 +398,7 @@ def jobs_table(jobs: list[dict]) -> str:
     jobs = sorted(jobs, key=lambda j: j["submitted_at"], reverse=True)
     rows = "".join(
         f"<tr><td><code>{j['id']}</code></td><td>{html.escape(j['name'])}</td><td>{badge(j['state'])}</td>"
-        f"<td>{j['queue_position'] or ''}</td><td>{j['meter']['gpu_hours']:.4f}</td>"
+        f"<td>{j['queue_position'] or ''}</td><td>{format_gpu_hours(j['meter']['gpu_hours'])}</td>"
         f"<td>{format_age(j['submitted_at'])} ago</td></tr>"
         for j in jobs
     )
@@ -412,13 +410,14 @@ def meter_table(today: dict, week: dict) -> str:
     teams = sorted(set(today["by_team"]) | set(week["by_team"]))
     zero = {"gpu_hours": 0.0, "cost": 0.0}
     rows = "".join(
-        f"<tr><td>{html.escape(t)}</td><td>{today['by_team'].get(t, zero)['gpu_hours']:.3f}</td>"
-        f"<td>{week['by_team'].get(t, zero)['gpu_hours']:.3f}</td></tr>"
+        f"<tr><td>{html.escape(t)}</td><td>{format_gpu_hours(today['by_team'].get(t, zero)['gpu_hours'])}</td>"
+        f"<td>{format_gpu_hours(week['by_team'].get(t, zero)['gpu_hours'])}</td></tr>"
         for t in teams
     )
     total = (
-        f"<tr><td><b>total</b></td><td><b>{today['gpu_hours']:.3f}</b> ({today['cost']:.2f} {today['currency']})</td>"
-        f"<td><b>{week['gpu_hours']:.3f}</b> ({week['cost']:.2f} {week['currency']})</td></tr>"
+        f"<tr><td><b>total</b></td><td><b>{format_gpu_hours(today['gpu_hours'])}</b>"
+        f" ({today['cost']:.2f} {today['currency']})</td>"
+        f"<td><b>{format_gpu_hours(week['gpu_hours'])}</b> ({week['cost']:.2f} {week['currency']})</td></tr>"
     )
     return f"<b>Meter</b> (GPU-hours)<table><tr><th>team</th><th>today</th><th>7 days</th></tr>{rows}{total}</table>"
 

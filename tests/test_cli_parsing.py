@@ -1,6 +1,7 @@
 """The CLI's pure parts: argument parsing, value typing, formatting, and collect's path safety."""
 
 import os
+import time
 from datetime import datetime, timedelta, timezone
 
 import pytest
@@ -10,7 +11,7 @@ from e31_jupyter.cli.arguments import parameter_value, split_assignments, submit
 from e31_jupyter.cli.launch import launcher_argv
 from e31_jupyter.cli.listing import describe, format_jobs, format_table
 from e31_jupyter.cli.parser import build_parser
-from e31_jupyter.text import format_seconds, format_until
+from e31_jupyter.text import format_gpu_hours, format_moment, format_seconds, format_until
 from e31_jupyter.client import safe_destination
 from e31_jupyter.errors import InvalidRequest
 
@@ -121,6 +122,26 @@ def test_launchers_pass_their_arguments_through_last():
 )
 def test_format_seconds(seconds, text):
     assert format_seconds(seconds) == text
+
+
+@pytest.mark.parametrize(
+    "hours, text",
+    [(0, "0"), (0.0004, "<0.001"), (0.0014, "0.001"), (0.042, "0.04"), (1.5, "1.50"), (37.54, "37.5"), (1204.4, "1,204")],
+)
+def test_format_gpu_hours_tells_a_short_job_from_nothing(hours, text):
+    assert format_gpu_hours(hours) == text
+
+
+def test_format_moment_shows_a_time_in_this_machines_zone_to_the_second(monkeypatch):
+    monkeypatch.setenv("TZ", "Asia/Kolkata")
+    time.tzset()
+    try:
+        assert format_moment("2026-12-01T15:57:28.351+00:00") == "2026-12-01 21:27:28 IST"
+        assert format_moment("2026-12-01T15:57:28.351+00:00", seconds=False) == "2026-12-01 21:27 IST"
+        assert format_moment(None) is None
+    finally:
+        monkeypatch.undo()
+        time.tzset()
 
 
 def test_format_until_counts_down_to_a_time_and_then_says_now():

@@ -52,8 +52,8 @@ def test_a_running_job_says_when_it_is_expected_to_end():
 
 def test_meter_formatting():
     meter = {"gpu_seconds": 5400, "gpu_hours": 1.5, "cost": 3.75, "currency": "EUR"}
-    assert widgets.format_meter(meter) == "1.5000 GPU-hours · 3.75 EUR"
-    assert widgets.format_meter({**meter, "cost": 0}) == "1.5000 GPU-hours"
+    assert widgets.format_meter(meter) == "1.50 GPU-hours · 3.75 EUR"
+    assert widgets.format_meter({**meter, "cost": 0, "gpu_hours": 0.0014}) == "0.001 GPU-hours"
 
 
 def test_a_job_widget_follows_its_job_from_queued_to_succeeded(server, gated):

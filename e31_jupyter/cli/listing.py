@@ -7,7 +7,7 @@ import sys
 from datetime import datetime
 
 from ..client import FINAL_STATES
-from ..text import format_age, format_outlook, format_seconds, format_until
+from ..text import format_age, format_gpu_hours, format_moment, format_outlook, format_seconds, format_until
 
 
 def format_table(headers: list[str], rows: list[list]) -> str:
@@ -36,7 +36,7 @@ def describe(job: dict) -> str:
 
 
 def gpu_hours(job: dict) -> str:
-    return f"{(job.get('meter') or {}).get('gpu_hours') or 0:.2f}"
+    return format_gpu_hours((job.get("meter") or {}).get("gpu_hours") or 0)
 
 
 def format_jobs(jobs: list[dict], now: datetime | None = None) -> str:
@@ -77,7 +77,7 @@ def format_job(job: dict) -> str:
     if request.get("expected_runtime_s"):
         wanted.append(f"expected {format_seconds(request['expected_runtime_s'])}")
     if request.get("deadline"):
-        wanted.append(f"deadline {request['deadline']}")
+        wanted.append(f"deadline {format_moment(request['deadline'])}")
     owner = job.get("owner") or "-"
     work = job.get("work") or {}
     fields = [
@@ -91,9 +91,9 @@ def format_job(job: dict) -> str:
         *([("params", _parameters(work["parameters"]))] if work.get("parameters") else []),
         *([("data", ", ".join(work["data"]))] if work.get("data") else []),
         ("files", job.get("files_count")),
-        ("submitted", job.get("submitted_at")),
-        ("started", job.get("started_at")),
-        ("finished", job.get("finished_at")),
+        ("submitted", format_moment(job.get("submitted_at"))),
+        ("started", format_moment(job.get("started_at"))),
+        ("finished", format_moment(job.get("finished_at"))),
     ]
     lines = [f"{label + ':':<11}{'-' if value is None else value}" for label, value in fields]
     transitions = job.get("transitions") or []
@@ -101,7 +101,7 @@ def format_job(job: dict) -> str:
         lines.append("history:")
     for step in transitions:
         reason = f"  {step['reason']}" if step.get("reason") else ""
-        lines.append(f"  {step.get('at')}  {step.get('from') or '-'} -> {step.get('to')}{reason}")
+        lines.append(f"  {format_moment(step.get('at'))}  {step.get('from') or '-'} -> {step.get('to')}{reason}")
     return "\n".join(lines)
 
 
@@ -113,12 +113,12 @@ def _parameters(parameters: dict) -> str:
 def format_meter(meter: dict) -> str:
     currency = meter.get("currency") or ""
     lines = [
-        f"{meter['since']} .. {meter['until']}: "
-        f"{meter['gpu_hours']:.2f} GPU-h, {meter['cost']:.2f} {currency}".rstrip()
+        f"{format_moment(meter['since'], seconds=False)} .. {format_moment(meter['until'], seconds=False)}: "
+        f"{format_gpu_hours(meter['gpu_hours'])} GPU-h, {meter['cost']:.2f} {currency}".rstrip()
     ]
     for title, usage in (("USER", meter.get("by_user")), ("TEAM", meter.get("by_team"))):
         if usage:
-            rows = [[who, f"{u['gpu_hours']:.2f}", f"{u['cost']:.2f}"] for who, u in sorted(usage.items())]
+            rows = [[who, format_gpu_hours(u["gpu_hours"]), f"{u['cost']:.2f}"] for who, u in sorted(usage.items())]
             lines += ["", format_table([title, "GPU-H", f"COST {currency}".rstrip()], rows)]
     return "\n".join(lines)
 
