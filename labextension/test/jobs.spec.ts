@@ -1,6 +1,6 @@
 import { EndingsTracker } from '../src/model/endings';
 import { JobDetailModel } from '../src/model/detail';
-import { JobsModel } from '../src/model/jobs';
+import { JobsModel, runsE31Magic } from '../src/model/jobs';
 import { IJob } from '../src/model/types';
 import { MemoryStorage, fakeApi, flush, job } from './helpers';
 
@@ -227,5 +227,16 @@ describe('JobDetailModel', () => {
     await flush();
     expect(server.calls.filter(c => c === 'GET jobs/j2')).toHaveLength(2);
     expect(detail.isPolling).toBe(false);
+  });
+});
+
+describe('runsE31Magic', () => {
+  it('tells the cells that may have submitted jobs from the others', () => {
+    expect(runsE31Magic('%%e31 submit --gpus 1\ntrain()')).toBe(true);
+    expect(runsE31Magic('x = 1\n  %e31 submit-notebook train.ipynb')).toBe(true);
+    expect(runsE31Magic('%e31 cancel last')).toBe(true);
+    expect(runsE31Magic('%load_ext e31_jupyter')).toBe(false);
+    expect(runsE31Magic('%%e31x\n')).toBe(false);
+    expect(runsE31Magic('print("%e31 is a magic")')).toBe(false);
   });
 });

@@ -4,8 +4,8 @@
  * Views say when they are on screen with `watch()`. The model polls while a view watches or
  * while one of the user's jobs is queued or running (a job can end at any time and deserves a
  * notification), and never when the browser tab is hidden. With nothing watched and nothing
- * active, no timer runs at all; `refresh()` (after a submit, on return to the tab) starts it
- * again when needed.
+ * active, no timer runs at all; `refresh()` (after a submit, after a notebook cell ran an e31
+ * magic, on return to the tab) starts it again when needed.
  *
  * The server answers with its newest jobs (one page); a job that was active is followed by id
  * after newer ones push it off that page, until it has ended.
@@ -31,6 +31,12 @@ export interface IJobsModelOptions {
 
 export interface IDisposableLike {
   dispose(): void;
+}
+
+/** Whether a cell's code runs an e31 magic (`%%e31 submit`, `%e31 cancel`, ...), and so may
+ * have submitted, changed or cancelled jobs the model has not seen. */
+export function runsE31Magic(source: string): boolean {
+  return /^[ \t]*%%?e31\b/m.test(source);
 }
 
 export class JobsModel {

@@ -61,6 +61,9 @@ def test_widgets_follow_jobs_from_queued_to_results_and_cancel(lab, api, context
     expect(follower).to_contain_text("queued", timeout=30_000)
     expect(follower).to_contain_text("1st in line")
     expect(doomed).to_contain_text("2nd in line")
+    # The status bar counts the jobs the kernel submitted, though the jobs panel was never open.
+    expect(page.locator("#e31-jobs-panel")).not_to_be_visible()
+    expect(page.locator(".e31-Status")).to_contain_text(re.compile(r"1 running\s*·\s*2 queued"), timeout=15_000)
     screenshot(page, "widgets-1-queued")
 
     open(gates["blocker"], "w").close()
