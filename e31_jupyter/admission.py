@@ -143,6 +143,8 @@ class Admission:
         request, warnings = validate_request({**current, **asked}, self._limits(), now)
         if "max_runtime" not in asked and not job["max_runtime_given"]:  # keeps the default it was given
             request = replace(request, max_runtime_s=job["max_runtime_s"])
+        if "deadline" not in asked:  # to the microsecond: its text above is to the millisecond
+            request = replace(request, deadline=job["deadline"])
         new = {
             "gpus_requested": request.gpus, "max_runtime_s": request.max_runtime_s,
             "expected_runtime_s": request.expected_runtime_s, "deadline": request.deadline,

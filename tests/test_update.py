@@ -41,6 +41,8 @@ def test_a_queued_job_takes_its_new_request_keeps_its_id_and_those_waiting_for_i
 def test_a_deadline_or_expected_run_time_can_be_cleared_and_nothing_changed_changes_nothing(client, gated):
     hog = wait_state(client, gated.submit(client, "hog", gpus=2)["id"], "running")
     job = gated.submit(client, "job", gpus=1, deadline="+2h", expected_runtime="10m", max_runtime="1h")
+    renamed = client.update(job["id"], name="renamed")  # its deadline, not named, is not changed
+    assert renamed["changed"] == ["name job -> renamed"] and renamed["request"]["deadline"] == job["request"]["deadline"]
     job = client.update(job["id"], deadline=None, expected_runtime=None)
     assert job["request"]["deadline"] is None and job["request"]["expected_runtime_s"] is None
     assert job["request"]["max_runtime_s"] == 3600  # what was not named stays
