@@ -35,7 +35,7 @@ from .store import Store
 from .text import format_seconds
 
 # What may change while a job is queued; the rest is its work, fixed at submit.
-REVISABLE = ("gpus", "max_runtime", "expected_runtime", "deadline", "name", "team")
+REVISABLE = ("gpus", "max_runtime", "expected_runtime", "deadline", "name", "team", "after")
 
 
 @dataclass(frozen=True)
@@ -67,9 +67,10 @@ class Revision:
     warnings: list[str]
 
     @property
-    def labels(self) -> dict:
-        """The new name and team, where they changed (the spec holds them too)."""
-        return {key: self.fields[key] for key in ("name", "team") if key in self.fields}
+    def spec_changes(self) -> dict:
+        """What the job's spec holds too, where it changed: its name, team and the jobs it runs after."""
+        spec_keys = {"name": "name", "team": "team", "after_jobs": "after"}
+        return {spec_keys[column]: value for column, value in self.fields.items() if column in spec_keys}
 
 
 class Admission:
@@ -121,7 +122,7 @@ class Admission:
         )
         return Proposal(spec, notebook, data, inputs, warnings)
 
-    def revise(self, job: dict, changes, now: float) -> Revision:
+    def revise(self, caller: Caller, job: dict, changes, now: float) -> Revision:
         """``job`` (a queued job's store row) with ``changes`` (REVISABLE fields, as a submit
         body gives them; a null clears a run time or the deadline), checked as a submit checks
         its request."""
@@ -156,6 +157,8 @@ class Admission:
                 raise InvalidRequest("name: give the job a name that is not empty.")
         if "team" in changes:
             new["team"] = validate_text(changes, "team")
+        if "after" in changes:
+            new["after_jobs"] = self._valid_after(caller, changes["after"], changing=job["id"])
         fields = {column: value for column, value in new.items() if value != job[column]}
         changed = [_change(column, job[column], value) for column, value in fields.items()]
         return Revision(request, fields, [c for c in changed if c], warnings if asked else [])
@@ -166,9 +169,9 @@ class Admission:
             container=getattr(self._backend, "container_limits", None),
         )  # fmt: skip
 
-    def _valid_after(self, caller: Caller, value) -> list[str]:
-        """The jobs a submit asks to run after: each one the caller may see, none ended
-        without succeeding."""
+    def _valid_after(self, caller: Caller, value, changing: str | None = None) -> list[str]:
+        """The jobs a submit (or the change of queued job ``changing``) asks to run after: each
+        one the caller may see, none ended without succeeding, none that waits for ``changing``."""
         after = validate_after(value)
         for job_id in after:
             job = self._store.get(job_id)
@@ -179,7 +182,30 @@ class Admission:
                     f"after: job {job_id} ({job['name']}) has {job['state']}, so there is nothing to run "
                     "after. Run it again first (e31 resubmit), or leave it out."
                 )
+            if job_id == changing:
+                raise InvalidRequest(f"after: job {changing} cannot run after itself. Leave it out.")
+            if changing is not None and self._waits_for(job_id, changing):
+                raise InvalidRequest(
+                    f"after: job {changing} cannot run after job {job_id} ({job['name']}), which waits for it: "
+                    "neither would ever start. Leave it out."
+                )
         return after
+
+    def _waits_for(self, job_id: str, other: str) -> bool:
+        """Whether queued job ``job_id`` waits for ``other``, directly or through the jobs it runs after."""
+        seen: set[str] = set()
+        todo = [job_id]
+        while todo:
+            current = todo.pop()
+            if current == other:
+                return True
+            if current in seen:
+                continue
+            seen.add(current)
+            job = self._store.get(current)
+            if job is not None and job["state"] == JobState.QUEUED.value:
+                todo.extend(job["after_jobs"])
+        return False
 
     def _check_queued_limit(self, caller: Caller) -> None:
         waiting = self._store.count((JobState.QUEUED.value,), owner=caller.name)
@@ -195,13 +221,18 @@ def _change(column: str, old, new) -> str:
     """One change as people read it ("" for bookkeeping that goes with another)."""
     if column == "max_runtime_given":
         return ""
-    label = {"gpus_requested": "gpus", "max_runtime_s": "max_runtime", "expected_runtime_s": "expected_runtime"}
+    label = {
+        "gpus_requested": "gpus", "max_runtime_s": "max_runtime", "expected_runtime_s": "expected_runtime",
+        "after_jobs": "after",
+    }  # fmt: skip
     return f"{label.get(column, column)} {_shown(column, old)} -> {_shown(column, new)}"
 
 
 def _shown(column: str, value) -> str:
-    if value is None or value == "":
+    if value is None or value == "" or value == []:
         return "none"
+    if column == "after_jobs":
+        return ", ".join(value)
     if column == "deadline":  # UTC: the history is read from any time zone
         return dt.datetime.fromtimestamp(value, dt.timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
     if column.endswith("_runtime_s"):

@@ -162,9 +162,10 @@ class E31Client:
 
     def update(self, job_id: str, **changes) -> dict:
         """Change a queued job's request (gpus, max_runtime, expected_runtime, deadline; None
-        clears a run time or the deadline), name or team; returns the job, with ``changed`` (what
-        did, as people read it) and ``warnings``."""
-        return self._json("PATCH", f"jobs/{quote(job_id)}", json=changes)
+        clears a run time or the deadline), name, team or ``after`` (the jobs it runs after; []
+        for none); returns the job, with ``changed`` (what did, as people read it) and
+        ``warnings``."""
+        return self._json("PATCH", f"jobs/{quote(job_id)}", json=self._after_resolved(changes))
 
     def cancel(self, job_id: str) -> dict:
         return self._json("POST", f"jobs/{quote(job_id)}/cancel")

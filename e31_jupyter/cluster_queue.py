@@ -91,13 +91,14 @@ class ClusterQueue(Queue):
         changes nowhere."""
         if not job["handle"]:
             raise Conflict(f"Job {job['id']} is still being handed to the cluster; change it in a moment.")
-        spec = JobSpec(**{**job["spec"], **revision.labels}, request=revision.request)
+        spec = JobSpec(**{**job["spec"], **revision.spec_changes}, request=revision.request)
         before = Request(
             gpus=job["gpus_requested"], max_runtime_s=job["max_runtime_s"],
             expected_runtime_s=job["expected_runtime_s"], deadline=job["deadline"],
             max_runtime_given=bool(job["max_runtime_given"]),
         )  # fmt: skip
-        await asyncio.to_thread(self.backend.update, job["id"], json.loads(job["handle"]), spec, before)
+        after = self._handles_of_active(spec.after) if "after" in revision.spec_changes else None
+        await asyncio.to_thread(self.backend.update, job["id"], json.loads(job["handle"]), spec, before, after)
 
     def positions(self) -> dict[str, int]:
         """Places in the cluster's queue, as the last poll of the cluster recorded them."""

@@ -291,20 +291,23 @@ class Queue:
         return self.describe(self.store.get(job_id))
 
     async def update(self, caller: Caller, job_id: str, changes: dict) -> dict:
-        """Change a queued job's request (GPUs, run times, deadline), name or team in place: it
-        keeps its id, its files and the jobs that wait for it, and takes its place in line
-        anew. The change is recorded in its history."""
+        """Change a queued job's request (GPUs, run times, deadline), name, team or the jobs it
+        runs after in place: it keeps its id, its files and the jobs that wait for it, and takes
+        its place in line anew. The change is recorded in its history."""
         job = self._still_queued(self.visible_job(caller, job_id))
         now = self.clock()
-        revision = self.admission.revise(job, changes, now)
+        revision = self.admission.revise(caller, job, changes, now)
         if revision.fields:
             await self._hand_change(job, revision)
-            spec = {**job["spec"], **revision.labels}
+            spec = {**job["spec"], **revision.spec_changes}
             reason = f"changed by {caller.name}: {'; '.join(revision.changed)}"
             if not self.store.transition(job_id, ("queued",), "queued", reason, now, **revision.fields, spec=spec):
                 self._still_queued(self.store.get(job_id))  # it started or ended meanwhile: raises
             self._revise_spec_file(job_id, revision)
-            self._rejoin_line(self.store.get(job_id))
+            if "after_jobs" in revision.fields:
+                self._line = None  # who waits for whom changed: the line is made anew when next asked
+            else:
+                self._rejoin_line(self.store.get(job_id))
             self._forecast = (None, Forecast())  # the line changed in place: forecast it again
             self._schedule_soon()
         return {**self.describe(self.store.get(job_id)), "changed": revision.changed, "warnings": revision.warnings}
@@ -333,7 +336,7 @@ class Queue:
             gpus=request.gpus, max_runtime_s=request.max_runtime_s, expected_runtime_s=request.expected_runtime_s,
             deadline=request.deadline, max_runtime_given=request.max_runtime_given,
         )  # fmt: skip
-        spec.update(revision.labels)
+        spec.update(revision.spec_changes)
         write_json_atomic(jobdir.spec, spec)
 
     def _rejoin_line(self, job: dict) -> None:

@@ -378,6 +378,11 @@ def test_update_changes_each_queued_job_it_can_and_names_the_one_it_cannot(e31, 
     assert [client.job(j["id"])["request"]["gpus"] for j in (first, second)] == [2, 2]
     code, out, _ = e31("update", first["id"], "--no-deadline", "--json")
     assert code == 0 and json.loads(out)["request"]["deadline"] is None
+    assert_one_line_error(*e31("update", second["id"], "--after", "last"), "cannot run after itself")  # its newest
+    code, out, _ = e31("update", second["id"], "--after", first["id"], "--after", running["id"])
+    assert code == 0 and f"changed after none -> {first['id']}, {running['id']}; now queued (waiting for" in out
+    code, out, _ = e31("update", second["id"], "--no-after")
+    assert code == 0 and f"changed after {first['id']}, {running['id']} -> none" in out
     for name in ("running", "first", "second"):
         gated.open(name)
 

@@ -226,6 +226,11 @@ def test_a_pending_job_changes_in_slurm_and_in_e31_alike(server, client, slurm, 
     deadline = time.localtime(ts(changed["request"]["deadline"]))
     assert info["Deadline"] == time.strftime("%Y-%m-%dT%H:%M:%S", deadline)
     assert changed["state"] == "queued" and client.job(job["id"])["transitions"][-1]["reason"].startswith("changed by ")
+    waiting = client.update(job["id"], after=blocker["id"])  # Slurm holds it until the blocker has succeeded
+    assert waiting["waiting_for"] == [blocker["id"]]
+    assert slurm.job_info(slurm_id)["Dependency"] == f"afterok:{_slurm_id(server, blocker['id'])}(unfulfilled)"
+    assert client.update(job["id"], after=[])["changed"] == [f"after {blocker['id']} -> none"]
+    assert slurm.job_info(slurm_id)["Dependency"] == "(null)"
 
     backend = SlurmBackend()  # one that has just started: Slurm refuses, and says why in e31's words
     spec = JobSpec("blocker", "gated.ipynb", "python3", request=Request(gpus=2, max_runtime_s=600))

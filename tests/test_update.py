@@ -3,7 +3,13 @@ kernels, the real SQLite file."""
 
 from __future__ import annotations
 
+import json
+import time
+
+import pytest
 from conftest import wait_state
+
+from e31_jupyter.errors import InvalidRequest
 
 
 def test_a_queued_job_takes_its_new_request_keeps_its_id_and_those_waiting_for_it(client, gated):
@@ -53,3 +59,37 @@ def test_a_deadline_or_expected_run_time_can_be_cleared_and_nothing_changed_chan
     gated.open("job")
     assert wait_state(client, job["id"], "succeeded")["state"] == "succeeded"
     assert hog["state"] == "running"
+
+
+
+def test_the_jobs_a_queued_job_runs_after_change_and_a_cycle_is_refused(server, client, gated):
+    first = wait_state(client, gated.submit(client, "first", gpus=1)["id"], "running")  # one GPU stays free
+    then = gated.submit(client, "then", gpus=2)  # cannot start beside it
+    last = gated.submit(client, "last", gpus=1, after=then["id"])
+    assert client.job(then["id"])["queue_position"] == 1
+
+    then = client.update(then["id"], gpus=1, after=first["id"].split("-")[1][:4])  # the client resolves a short id
+    assert then["changed"] == ["gpus 2 -> 1", f"after none -> {first['id']}"]
+    assert then["waiting_for"] == [first["id"]] and then["queue_position"] is None  # out of the line
+    assert then["request"]["after"] == [first["id"]]
+    spec = json.loads((server.data_dir / "jobs" / then["id"] / "spec.json").read_text())
+    assert spec["after"] == [first["id"]]
+    time.sleep(2)  # passes of the scheduler: a GPU is free, and it fits, but it waits for "first"
+    assert client.job(then["id"])["state"] == "queued"
+
+    for ref, words in ((last["id"], "which waits for it: neither would ever start"), (then["id"], "after itself")):
+        with pytest.raises(InvalidRequest, match=words):
+            client.update(then["id"], after=ref)
+    assert client.job(then["id"])["request"]["after"] == [first["id"]]  # a refusal changes nothing
+
+    last = client.update(last["id"], after=[])  # after nothing any more: it starts on the free GPU
+    assert last["changed"] == [f"after {then['id']} -> none"]
+    assert wait_state(client, last["id"], "running")["state"] == "running"
+    gated.open("first")
+    first = wait_state(client, first["id"], "succeeded")
+    then = wait_state(client, then["id"], "running")
+    assert then["started_at"] >= first["finished_at"]
+    gated.open("then")
+    gated.open("last")
+    assert wait_state(client, then["id"], "succeeded")["state"] == "succeeded"
+    assert wait_state(client, last["id"], "succeeded")["state"] == "succeeded"

@@ -166,8 +166,8 @@ class SlurmBackend:
         script = jobdir.path.resolve() / SCRIPT
         script.write_text(self.batch_script(job_id, jobdir))
         script.chmod(0o755)
-        dependency = [f"--dependency=afterok:{':'.join(h['slurm_id'] for h in after)}"] if after else []
-        output = self._run(["sbatch", *self.sbatch_args(job_id, jobdir, spec), *dependency, str(script)], refused=True)
+        waits = [f"--dependency={dependency(after)}"] if after else []
+        output = self._run(["sbatch", *self.sbatch_args(job_id, jobdir, spec), *waits, str(script)], refused=True)
         slurm_id = output.strip().split(";")[0]  # "ID" or "ID;CLUSTER"
         return {"slurm_id": slurm_id, "jobdir": str(jobdir.path.resolve())}
 
@@ -180,13 +180,16 @@ class SlurmBackend:
         start = re.search(r"to start at (\d+)", result)
         return float(start.group(1)) if start else None
 
-    def update(self, job_id: str, handle: dict, spec: JobSpec, before: Request) -> None:
+    def update(
+        self, job_id: str, handle: dict, spec: JobSpec, before: Request, after: list[dict] | None = None
+    ) -> None:
         """Change a pending job in place (``scontrol update``) to ask for ``spec``'s request and
-        name. The new request is checked first as a submit's is (``sbatch --test-only``):
+        name, and, where ``after`` is given, to run after those jobs' handles (none: after no
+        job). The new request is checked first as a submit's is (``sbatch --test-only``):
         scontrol applies its fields one by one, and accepts some that a submit is refused for
         (more GPUs than any node has), so on its own it could leave the job half changed, or
         never able to start."""
-        fields = update_fields(spec.request, before, spec.name)
+        fields = update_fields(spec.request, before, spec.name, after=after)
         self.expected_start(spec)
         try:
             self._run(["scontrol", "update", f"JobId={handle['slurm_id']}", *fields], refused=True)
@@ -459,9 +462,12 @@ def deadline_limits(
     return time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(deadline)), least
 
 
-def update_fields(request: Request, before: Request, name: str, now: float | None = None) -> list[str]:
+def update_fields(
+    request: Request, before: Request, name: str, now: float | None = None, after: list[dict] | None = None
+) -> list[str]:
     """The ``scontrol update`` fields that make a pending job ask for ``request`` (it asked for
-    ``before``). What Slurm cannot undo in place is refused, saying what to do instead."""
+    ``before``), and run after the jobs of the handles ``after`` where given. What Slurm cannot
+    undo in place is refused, saying what to do instead."""
     if request.deadline is None and before.deadline is not None:
         raise InvalidRequest(
             "deadline: Slurm cannot take the deadline off a job it holds. Give a later one "
@@ -478,7 +484,14 @@ def update_fields(request: Request, before: Request, name: str, now: float | Non
     if request.deadline is not None:
         deadline, least = deadline_limits(request.deadline, request.runtime_estimate(), request.max_runtime_s, now)
         fields += [f"Deadline={deadline}", f"TimeMin={least or 0}"]
+    if after is not None:
+        fields.append(f"Dependency={dependency(after)}")
     return fields
+
+
+def dependency(after: list[dict]) -> str:
+    """Slurm's dependency on the jobs of these handles succeeding ("" for none)."""
+    return f"afterok:{':'.join(handle['slurm_id'] for handle in after)}" if after else ""
 
 
 def slurm_duration(seconds: float) -> str:

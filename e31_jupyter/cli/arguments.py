@@ -157,6 +157,16 @@ def update_options(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--name", help="a new name")
     parser.add_argument("--team", help="the team to charge")
+    after = parser.add_mutually_exclusive_group()
+    after.add_argument(
+        "--after", action="append", metavar="JOB", default=argparse.SUPPRESS,
+        help="start only once this job has succeeded, instead of the jobs it was to run after "
+        "(repeatable: all of them)",
+    )
+    after.add_argument(
+        "--no-after", dest="after", action="store_const", const=[], default=argparse.SUPPRESS,
+        help="it waits for no other job any more",
+    )
 
 
 def update_changes(args: argparse.Namespace) -> dict:
@@ -165,12 +175,12 @@ def update_changes(args: argparse.Namespace) -> dict:
         "gpus": args.gpus, "max_runtime": args.max_runtime, "name": args.name, "team": args.team,
     }  # fmt: skip
     changes = {key: value for key, value in given.items() if value is not None}
-    for cleared in ("expected_runtime", "deadline"):  # absent unless given, None when cleared
+    for cleared in ("expected_runtime", "deadline", "after"):  # absent unless given; None or [] when cleared
         if cleared in args:
             changes[cleared] = getattr(args, cleared)
     if not changes:
         raise InvalidRequest(
             "Say what to change: --gpus, --max-runtime, --expected-runtime, --deadline, --no-deadline, "
-            "--no-expected-runtime, --name or --team."
+            "--no-expected-runtime, --name, --team, --after or --no-after."
         )
     return changes

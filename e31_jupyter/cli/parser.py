@@ -69,8 +69,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     update = command(
         "update", cmd_update,
-        "change queued jobs' request (GPUs, run times, deadline), name or team; each keeps its id and "
-        "the jobs that wait for it, and takes its place in line anew",
+        "change queued jobs' request (GPUs, run times, deadline), name, team or the jobs they run after; "
+        "each keeps its id and the jobs that wait for it, and takes its place in line anew",
     )  # fmt: skip
     update.add_argument("job", metavar="JOB", nargs="+", help=JOB_HELP + " (several: each of them)")
     update_options(update)
