@@ -398,7 +398,7 @@ function activate(
   }
 
   async function changeJob(job: IJob): Promise<void> {
-    if (await showChangeDialog(api, job)) {
+    if (await showChangeDialog(api, job, model.jobs)) {
       model.refresh();
       details.get(job.id)?.content.model.refresh();
     }

@@ -18,7 +18,8 @@ describe('change', () => {
       expectedRuntime: '1h',
       deadline: deadlineInput('2024-06-03T08:00:00Z'),
       name: 'train',
-      team: 'vision'
+      team: 'vision',
+      after: []
     });
   });
 
@@ -38,6 +39,15 @@ describe('change', () => {
       errors: {}
     });
     expect(updateRequest({ ...original, maxRuntime: '' }, original, 4).request).toEqual({ max_runtime: null });
+  });
+
+  it('sends the jobs it runs after as the whole new list, once they differ', () => {
+    const waiting = changeForm(job({ ...queued, request: { ...queued.request, after: ['a', 'b'] } }));
+    expect(waiting.after).toEqual(['a', 'b']);
+    expect(updateRequest({ ...waiting, after: ['b', 'a'] }, waiting, 4).request).toEqual({});
+    expect(updateRequest({ ...waiting, after: ['a'] }, waiting, 4).request).toEqual({ after: ['a'] });
+    expect(updateRequest({ ...waiting, after: [] }, waiting, 4).request).toEqual({ after: [] });
+    expect(updateRequest({ ...original, after: ['c'] }, original, 4).request).toEqual({ after: ['c'] });
   });
 
   it('says what is wrong with a field and sends nothing', () => {

@@ -1,7 +1,7 @@
 /**
  * The change dialog's form, apart from its widgets: a queued job's request as it stands, and
- * the changes the user made to it (PATCH /jobs/{id}). Only what changed is sent; a cleared run
- * time or deadline is sent as null (no expected run time, no deadline, the queue's default
+ * the changes the user made to it (PATCH /jobs/{id}). Only what changed is sent (the jobs it
+ * runs after as the whole new list); a cleared run time or deadline is sent as null (no expected run time, no deadline, the queue's default
  * limit). The server checks the changes as it checks a submit and has the last word.
  */
 
@@ -16,10 +16,14 @@ export interface IChangeForm {
   deadline: string;
   name: string;
   team: string;
+  /** Ids of the jobs it is to run after. */
+  after: string[];
 }
 
-/** Form fields, their names in the request, and whether clearing one means null. */
-const FIELDS: [keyof IChangeForm, keyof IUpdateRequest, boolean][] = [
+type TextField = Exclude<keyof IChangeForm, 'after'>;
+
+/** Form fields typed as text, their names in the request, and whether clearing one means null. */
+const FIELDS: [TextField, keyof IUpdateRequest, boolean][] = [
   ['maxRuntime', 'max_runtime', true],
   ['expectedRuntime', 'expected_runtime', true],
   ['deadline', 'deadline', true],
@@ -35,7 +39,8 @@ export function changeForm(job: IJob): IChangeForm {
     expectedRuntime: durationInput(job.request.expected_runtime_s),
     deadline: deadlineInput(job.request.deadline),
     name: job.name,
-    team: job.team ?? ''
+    team: job.team ?? '',
+    after: [...(job.request.after ?? [])]
   };
 }
 
@@ -68,5 +73,12 @@ export function updateRequest(
       errors[field] = `A job keeps its ${field}; type the new one, or put back "${original[field]}".`;
     }
   }
+  if (!sameJobs(form.after, original.after)) {
+    request.after = [...form.after];
+  }
   return Object.keys(errors).length ? { errors } : { request, errors };
+}
+
+function sameJobs(a: string[], b: string[]): boolean {
+  return a.length === b.length && a.every(id => b.includes(id));
 }

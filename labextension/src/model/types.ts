@@ -158,6 +158,8 @@ export interface IUpdateRequest {
   deadline?: string | null;
   name?: string;
   team?: string;
+  /** The jobs it runs after, instead of those it named before; [] for none. */
+  after?: string[];
 }
 
 export interface IFileEntry {

@@ -1,6 +1,6 @@
 /**
- * The change dialog: a queued job's GPUs, run times, deadline, name and team, changed in
- * place (it keeps its id, its files and the jobs waiting for it). It stays open with the
+ * The change dialog: a queued job's GPUs, run times, deadline, name, team and the jobs it runs
+ * after, changed in place (it keeps its id, its files and the jobs waiting for it). It stays open with the
  * server's message when the server refuses the change.
  */
 
@@ -10,12 +10,14 @@ import * as React from 'react';
 
 import { E31Api, errorText } from '../model/api';
 import { IChangeForm, changeForm, updateRequest } from '../model/change';
+import { afterChoices } from '../model/form';
 import { IJob } from '../model/types';
-import { ActingDialog, Field } from './common';
+import { ActingDialog, AfterField, Field } from './common';
 
-/** Open the dialog; resolves with the changed job, or null when the user cancels. */
-export async function showChangeDialog(api: E31Api, job: IJob): Promise<IJob | null> {
-  const body = new ChangeForm(api, job);
+/** Open the dialog; resolves with the changed job, or null when the user cancels. `jobs`: the
+ * user's jobs, among which the active ones (but this one) may be ticked to run after. */
+export async function showChangeDialog(api: E31Api, job: IJob, jobs: IJob[] = []): Promise<IJob | null> {
+  const body = new ChangeForm(api, job, afterChoices(jobs.filter(other => other.id !== job.id)));
   const dialog = new ActingDialog<IJob>(() => body.save(), () => body.saved !== null, {
     title: `Change “${job.name}”`,
     body,
@@ -30,7 +32,8 @@ export async function showChangeDialog(api: E31Api, job: IJob): Promise<IJob | n
 class ChangeForm extends ReactWidget {
   constructor(
     private readonly api: E31Api,
-    private readonly job: IJob
+    private readonly job: IJob,
+    private readonly afterChoices: IJob[]
   ) {
     super();
     this.addClass('e31-ChangeForm');
@@ -69,7 +72,7 @@ class ChangeForm extends ReactWidget {
   }
 
   render(): JSX.Element {
-    const text = (field: keyof IChangeForm, label: string, hint: string) => (
+    const text = (field: Exclude<keyof IChangeForm, 'after'>, label: string, hint: string) => (
       <Field label={label} error={this._fieldErrors[field]} hint={hint}>
         <input
           className="jp-mod-styled"
@@ -99,6 +102,14 @@ class ChangeForm extends ReactWidget {
         {text('deadline', 'Deadline', 'e.g. +6h, 08:00, 2025-01-31T18:00; empty: none')}
         {text('name', 'Name', '')}
         {text('team', 'Team', 'who is charged for its GPU-hours')}
+        <AfterField
+          choices={this.afterChoices}
+          after={this._form.after}
+          onChange={after => {
+            this._form = { ...this._form, after };
+            this.update();
+          }}
+        />
       </div>
     );
   }

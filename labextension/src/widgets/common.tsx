@@ -1,6 +1,7 @@
 import { Dialog } from '@jupyterlab/apputils';
 import * as React from 'react';
 
+import { afterChoiceText, listedAfterChoices } from '../model/form';
 import { STATE_LABELS, progressFraction } from '../model/format';
 import { IJob, JobState } from '../model/types';
 
@@ -103,5 +104,44 @@ export function Field(props: { label: string; error?: string; hint?: string; chi
         ) : null}
       </span>
     </label>
+  );
+}
+
+/** The jobs a job is to run after, ticked among `choices` (active jobs, newest first). */
+export function AfterField(props: {
+  choices: IJob[];
+  after: string[];
+  onChange: (after: string[]) => void;
+}): JSX.Element | null {
+  const { choices, after, onChange } = props;
+  const [all, setAll] = React.useState(false);
+  if (!choices.length) {
+    return null;
+  }
+  const listed = listedAfterChoices(choices, after, all);
+  return (
+    <div className="e31-Field e31-AfterField" role="group" aria-label="Run after">
+      <span className="e31-Field-label">Run after</span>
+      <span className="e31-Field-control">
+        {listed.map(job => (
+          <label key={job.id} className="e31-AfterField-choice">
+            <input
+              type="checkbox"
+              name="after"
+              value={job.id}
+              checked={after.includes(job.id)}
+              onChange={e => onChange(e.target.checked ? [...after, job.id] : after.filter(id => id !== job.id))}
+            />
+            {afterChoiceText(job)}
+          </label>
+        ))}
+        {listed.length < choices.length ? (
+          <button type="button" className="e31-LinkButton e31-AfterField-more" onClick={() => setAll(true)}>
+            {`Show ${choices.length - listed.length} older active job${choices.length - listed.length === 1 ? '' : 's'}`}
+          </button>
+        ) : null}
+        <span className="e31-Field-hint">optional; it starts only once every job ticked has succeeded</span>
+      </span>
+    </div>
   );
 }

@@ -14,10 +14,8 @@ import {
   IFormResult,
   ISubmitForm,
   NotebookSource,
-  afterChoiceText,
   afterChoices,
   initialForm,
-  listedAfterChoices,
   notebookName,
   requestToCheck,
   resubmitRequest,
@@ -26,7 +24,7 @@ import {
 import { IParameter } from '../model/parameters';
 import { outlookText } from '../model/format';
 import { IGpuInventory, IJob, IResubmitRequest, ISubmitCheck, ISubmitRequest, ISubmittedJob } from '../model/types';
-import { ActingDialog, Field } from './common';
+import { ActingDialog, AfterField, Field } from './common';
 
 export interface ISubmitDialogOptions {
   api: E31Api;
@@ -300,40 +298,6 @@ function FormView(props: {
 }
 
 /** The active jobs to tick: the new job starts only once every one ticked has succeeded. */
-function AfterField(props: { choices: IJob[]; after: string[]; onChange: (after: string[]) => void }): JSX.Element | null {
-  const { choices, after, onChange } = props;
-  const [all, setAll] = React.useState(false);
-  if (!choices.length) {
-    return null;
-  }
-  const listed = listedAfterChoices(choices, after, all);
-  return (
-    <div className="e31-Field e31-AfterField" role="group" aria-label="Run after">
-      <span className="e31-Field-label">Run after</span>
-      <span className="e31-Field-control">
-        {listed.map(job => (
-          <label key={job.id} className="e31-AfterField-choice">
-            <input
-              type="checkbox"
-              name="after"
-              value={job.id}
-              checked={after.includes(job.id)}
-              onChange={e => onChange(e.target.checked ? [...after, job.id] : after.filter(id => id !== job.id))}
-            />
-            {afterChoiceText(job)}
-          </label>
-        ))}
-        {listed.length < choices.length ? (
-          <button type="button" className="e31-LinkButton e31-AfterField-more" onClick={() => setAll(true)}>
-            {`Show ${choices.length - listed.length} older active job${choices.length - listed.length === 1 ? '' : 's'}`}
-          </button>
-        ) : null}
-        <span className="e31-Field-hint">optional; it starts only once every job ticked has succeeded</span>
-      </span>
-    </div>
-  );
-}
-
 function ParameterField(props: {
   parameter: IParameter;
   value: string | boolean | undefined;

@@ -360,9 +360,14 @@ def test_a_queued_job_is_changed_in_place_from_its_detail_view(lab, api, context
 
     dialog.locator('input[name="deadline"]').fill("+6h")
     dialog.locator('input[name="maxRuntime"]').fill("30m")
+    after_blocker = dialog.locator(".e31-AfterField-choice").filter(has_text=f"job {blocker['id'].split('-')[1]}")
+    itself = dialog.locator(".e31-AfterField-choice").filter(has_text=f"job {waiting['id'].split('-')[1]}")
+    expect(itself).to_have_count(0)  # a job cannot run after itself
+    after_blocker.locator('input[name="after"]').check()
     dialog.locator(".jp-Dialog-button.jp-mod-accept").click()
     expect(dialog).to_have_count(0)
     changed = api.job(waiting["id"])
+    assert changed["request"]["after"] == [blocker["id"]] and changed["waiting_for"] == [blocker["id"]]
     assert (changed["request"]["gpus"], changed["request"]["max_runtime_s"]) == (1, 1800)
     assert changed["request"]["deadline"] is not None and changed["state"] == "queued"
     expect(detail.locator(".e31-Card").first).to_contain_text("30m")
@@ -372,6 +377,7 @@ def test_a_queued_job_is_changed_in_place_from_its_detail_view(lab, api, context
     # same moment; accepted untouched, it changes nothing.
     history = api.job(waiting["id"])["transitions"]
     detail.get_by_role("button", name="Change…").click()
+    expect(after_blocker.locator('input[name="after"]')).to_be_checked()
     shown = dialog.locator('input[name="deadline"]').input_value()
     assert re.fullmatch(r"\d{4}-\d\d-\d\d \d\d:\d\d[+-]\d\d:\d\d", shown), shown
     deadline = datetime.fromisoformat(changed["request"]["deadline"]).timestamp()
