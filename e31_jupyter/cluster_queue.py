@@ -63,7 +63,7 @@ class ClusterQueue(Queue):
             if job["state"] not in ACTIVE_STATES:
                 continue
             if not job["handle"]:
-                raise Conflict(f"after: job {job_id} is still being handed to the cluster; submit again in a moment.")
+                raise Conflict(f"after: job {job_id} is still being handed to the cluster; try again in a moment.")
             handles.append(json.loads(job["handle"]))
         return handles
 
