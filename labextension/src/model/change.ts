@@ -1,8 +1,9 @@
 /**
  * The change dialog's form, apart from its widgets: a queued job's request as it stands, and
  * the changes the user made to it (PATCH /jobs/{id}). Only what changed is sent (the jobs it
- * runs after as the whole new list); a cleared run time or deadline is sent as null (no expected run time, no deadline, the queue's default
- * limit). The server checks the changes as it checks a submit and has the last word.
+ * runs after as the whole new list); a cleared run time or deadline is sent as null (no
+ * expected run time, no deadline, the queue's default limit). The server checks the changes as
+ * it checks a submit and has the last word.
  */
 
 import { IFormResult, checkGpus } from './form';
@@ -20,7 +21,8 @@ export interface IChangeForm {
   after: string[];
 }
 
-type TextField = Exclude<keyof IChangeForm, 'after'>;
+/** The fields typed as text. */
+export type TextField = Exclude<keyof IChangeForm, 'after'>;
 
 /** Form fields typed as text, their names in the request, and whether clearing one means null. */
 const FIELDS: [TextField, keyof IUpdateRequest, boolean][] = [

@@ -1,7 +1,7 @@
 /**
  * The change dialog: a queued job's GPUs, run times, deadline, name, team and the jobs it runs
- * after, changed in place (it keeps its id, its files and the jobs waiting for it). It stays open with the
- * server's message when the server refuses the change.
+ * after, changed in place (it keeps its id, its files and the jobs waiting for it). It stays
+ * open with the server's message when the server refuses the change.
  */
 
 import { Dialog } from '@jupyterlab/apputils';
@@ -9,7 +9,7 @@ import { ReactWidget } from '@jupyterlab/ui-components';
 import * as React from 'react';
 
 import { E31Api, errorText } from '../model/api';
-import { IChangeForm, changeForm, updateRequest } from '../model/change';
+import { IChangeForm, TextField, changeForm, updateRequest } from '../model/change';
 import { afterChoices } from '../model/form';
 import { IJob } from '../model/types';
 import { ActingDialog, AfterField, Field } from './common';
@@ -72,7 +72,7 @@ class ChangeForm extends ReactWidget {
   }
 
   render(): JSX.Element {
-    const text = (field: Exclude<keyof IChangeForm, 'after'>, label: string, hint: string) => (
+    const text = (field: TextField, label: string, hint: string) => (
       <Field label={label} error={this._fieldErrors[field]} hint={hint}>
         <input
           className="jp-mod-styled"
