@@ -9,7 +9,6 @@ queued job's request (``revise``) is checked the same way.
 from __future__ import annotations
 
 import asyncio
-import datetime as dt
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -32,7 +31,7 @@ from .packaging import kernel_of, notebook_from_request
 from .settings import Settings
 from .staging import check_size, data_paths, inputs_path
 from .store import Store
-from .text import format_seconds
+from .text import format_moment, format_seconds
 
 # What may change while a job is queued; the rest is its work, fixed at submit.
 REVISABLE = ("gpus", "max_runtime", "expected_runtime", "deadline", "name", "team", "after")
@@ -234,7 +233,7 @@ def _shown(column: str, value) -> str:
     if column == "after_jobs":
         return ", ".join(value)
     if column == "deadline":  # UTC: the history is read from any time zone
-        return dt.datetime.fromtimestamp(value, dt.timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
+        return format_moment(iso(value), utc=True)
     if column.endswith("_runtime_s"):
         return format_seconds(value)
     return str(value)

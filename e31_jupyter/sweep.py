@@ -17,8 +17,9 @@ MAX_SWEEP_JOBS = 500  # more is almost surely a typo in a grid; submit in parts 
 
 def points(grid: Sequence[Sequence[str]], fixed: dict, typed: Callable[[str], Any]) -> list[dict]:
     """Every combination of the grid's values, as parameters: ``grid`` is ``[[name, value, ...],
-    ...]`` (or ``[["name=value,value"], ...]``) as given on the command line, ``typed`` turns a value's text into its value. [{}] for
-    no grid. A name swept twice, or also fixed by ``-p``, is refused."""
+    ...]`` (or ``[["name=value,value"], ...]``) as given on the command line, ``typed`` turns a
+    value's text into its value. [{}] for no grid. A name swept twice, or also fixed by ``-p``,
+    is refused."""
     grid = [_axis(given) for given in grid]
     seen: set[str] = set()
     for name, *values in grid:

@@ -24,12 +24,13 @@ def parse_time(iso: str) -> datetime:
     return moment if moment.tzinfo else moment.replace(tzinfo=timezone.utc)
 
 
-def format_moment(iso: str | None, seconds: bool = True) -> str | None:
-    """An ISO time in this machine's time zone: '2026-12-01 15:57:28 UTC' (None for no time)."""
+def format_moment(iso: str | None, seconds: bool = True, utc: bool = False) -> str | None:
+    """An ISO time in this machine's time zone, or in UTC: '2026-12-01 15:57:28 UTC' (None for
+    no time)."""
     if not iso:
         return None
-    local = parse_time(iso).astimezone()
-    return local.strftime("%Y-%m-%d %H:%M:%S" if seconds else "%Y-%m-%d %H:%M") + f" {local.tzname()}"
+    moment = parse_time(iso).astimezone(timezone.utc if utc else None)
+    return moment.strftime("%Y-%m-%d %H:%M:%S" if seconds else "%Y-%m-%d %H:%M") + f" {moment.tzname()}"
 
 
 def format_gpu_hours(hours: float) -> str:

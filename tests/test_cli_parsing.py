@@ -138,6 +138,7 @@ def test_format_moment_shows_a_time_in_this_machines_zone_to_the_second(monkeypa
     try:
         assert format_moment("2026-12-01T15:57:28.351+00:00") == "2026-12-01 21:27:28 IST"
         assert format_moment("2026-12-01T15:57:28.351+00:00", seconds=False) == "2026-12-01 21:27 IST"
+        assert format_moment("2026-12-01T15:57:28.351+00:00", utc=True) == "2026-12-01 15:57:28 UTC"  # histories
         assert format_moment(None) is None
     finally:
         monkeypatch.undo()
