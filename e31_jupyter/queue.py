@@ -382,6 +382,14 @@ class Queue:
     def transitions(self, job_id: str) -> list[dict]:
         return [{**t, "at": iso(t["at"])} for t in self.store.transitions(job_id)]
 
+    def last_change(self) -> int:
+        """The number of the newest state change recorded, by any server sharing the store."""
+        return self.store.last_transition()
+
+    def changes_after(self, seq: int) -> list[dict]:
+        """State changes numbered after ``seq``, oldest first: ``seq``, ``job_id``, ``owner``, ``to``."""
+        return self.store.transitions_after(seq)
+
     def jobdir(self, job_id: str) -> JobDir:
         return JobDir(self.jobs_root / job_id)
 

@@ -276,6 +276,17 @@ class Store:
         with self._lock:
             return [_row(r) for r in self._db.execute(sql + " ORDER BY t.seq", params)]
 
+    def transitions_after(self, seq: int, limit: int = 1000) -> list[dict]:
+        """State changes numbered after ``seq`` (by any server), oldest first, at most ``limit``:
+        each its ``seq``, ``job_id``, the job's ``owner`` and the state it moved ``to``."""
+        with self._lock:
+            rows = self._db.execute(
+                "SELECT t.seq, t.job_id, j.owner, t.to_state AS \"to\" FROM transitions t"
+                " JOIN jobs j ON j.id = t.job_id WHERE t.seq > ? ORDER BY t.seq LIMIT ?",
+                (seq, limit),
+            )
+            return [dict(row) for row in rows]
+
     def last_transition(self) -> int:
         """The number of the latest transition recorded (0 before any)."""
         with self._lock:

@@ -15,6 +15,7 @@ from ..cluster_queue import ClusterQueue
 from ..queue import Queue
 from ..settings import Settings
 from .config import E31
+from .events import JobEvents
 from .handlers import routes
 
 
@@ -52,8 +53,10 @@ class E31Extension(ExtensionApp):
             # Without its queue the server would only pretend to accept jobs: stop, and say why.
             self.log.critical("e31: %s", error.message)
             raise SystemExit(1) from None
+        self.e31_events = JobEvents(self.e31_queue, self.serverapp.event_logger)
         self.settings.update(
             e31_queue=self.e31_queue,
+            e31_events=self.e31_events,
             e31_admin_users=set(config.admin_users),
             e31_gpu_source="configured" if config.gpus is not None else "nvml",
         )
@@ -64,10 +67,12 @@ class E31Extension(ExtensionApp):
 
     async def _start_jupyter_server_extension(self, serverapp):
         await self.e31_queue.start()
+        self.e31_events.start()
         # Kernels (and terminals) this server starts inherit its environment: this is how
         # %%e31 and the e31 command inside them find the queue without any setup.
         os.environ["E31_URL"] = serverapp.connection_url
         os.environ["E31_TOKEN"] = serverapp.identity_provider.token or ""
 
     async def stop_extension(self):
+        await self.e31_events.stop()
         await self.e31_queue.stop()

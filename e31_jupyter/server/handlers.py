@@ -287,11 +287,13 @@ class InfoHandler(E31Handler):
     @_answers_errors
     async def get(self):
         """What a client needs: the inbox where a kernel on this machine may stage captured
-        values, and who the caller is (the owner name of their jobs)."""
+        values, who the caller is (the owner name of their jobs), and how the server's job
+        events name them (server/events.py)."""
         caller = self.caller
         self.finish({
             "version": __version__, "inbox": str(self.queue.inbox),
             "user": caller.name, "admin": caller.is_admin,
+            "events_key": self.settings["e31_events"].owner_key(caller.name),
         })  # fmt: skip
 
 
