@@ -21,7 +21,7 @@ import { PathExt, URLExt } from '@jupyterlab/coreutils';
 import { IDocumentManager } from '@jupyterlab/docmanager';
 import { DocumentRegistry, IDocumentWidget } from '@jupyterlab/docregistry';
 import { IDefaultFileBrowser } from '@jupyterlab/filebrowser';
-import { INotebookTracker, NotebookActions, NotebookPanel } from '@jupyterlab/notebook';
+import { INotebookTracker, NotebookPanel } from '@jupyterlab/notebook';
 import { ServerConnection } from '@jupyterlab/services';
 import { IStatusBar } from '@jupyterlab/statusbar';
 import { ToolbarButton } from '@jupyterlab/ui-components';
@@ -34,7 +34,7 @@ import { JobDetailModel } from './model/detail';
 import { EndingsTracker, endingsKey } from './model/endings';
 import { NotebookSource, jobParameters } from './model/form';
 import { formatDuration, formatGpuHours, secondsBetween } from './model/format';
-import { JobsModel, runsE31Magic } from './model/jobs';
+import { JobsModel, jobEventOwnerKey } from './model/jobs';
 import { IParameter, notebookParameters } from './model/parameters';
 import { IJob } from './model/types';
 import { JobDetailView } from './widgets/detail';
@@ -104,10 +104,12 @@ function activate(
   model.setPageVisible(document.visibilityState === 'visible');
   // One look at start: the status bar, and the endings that happened while the browser was closed.
   model.refresh();
-  // A cell that ran an e31 magic may have submitted jobs: look again, and follow them while active.
-  NotebookActions.executed.connect((_, { cell }) => {
-    if (cell.model.type === 'code' && runsE31Magic(cell.model.sharedModel.getSource())) {
-      model.refresh();
+  // Jobs submitted anywhere (a notebook's %%e31, a terminal's e31, a console, another server),
+  // started, changed or ended are announced on the server's event bus: look again then.
+  app.serviceManager.events.stream.connect((_, event) => {
+    const ownerKey = jobEventOwnerKey(event);
+    if (ownerKey !== null) {
+      model.jobChanged(ownerKey);
     }
   });
 

@@ -1,6 +1,6 @@
 import { EndingsTracker } from '../src/model/endings';
 import { JobDetailModel } from '../src/model/detail';
-import { JobsModel, runsE31Magic } from '../src/model/jobs';
+import { JOB_EVENT_SCHEMA, JobsModel, jobEventOwnerKey } from '../src/model/jobs';
 import { IJob } from '../src/model/types';
 import { MemoryStorage, fakeApi, flush, job } from './helpers';
 
@@ -66,6 +66,34 @@ describe('JobsModel', () => {
     jest.advanceTimersByTime(120000);
     await flush();
     expect(s.jobCalls()).toBe(1);
+  });
+
+  it("looks again when the server announces a change to the caller's job, and follows it", async () => {
+    const s = setup([], { user: 'ada', events_key: 'k-ada' });
+    s.model.refresh();
+    await flush();
+    s.model.jobChanged('k-bob'); // someone else's job: nothing to show
+    jest.advanceTimersByTime(60000);
+    await flush();
+    expect(s.jobCalls()).toBe(1);
+
+    s.setJobs([job({ id: 'j1', state: 'queued' })]); // submitted from a terminal
+    s.model.jobChanged('k-ada');
+    await flush();
+    expect(s.jobCalls()).toBe(2);
+    expect(s.model.counts()).toEqual({ running: 0, queued: 1 });
+    expect(s.model.isPolling).toBe(true); // active: followed until it ends
+    s.model.dispose();
+  });
+
+  it("looks again on an admin's page whoever's job changed (the panel can show everyone's)", async () => {
+    const s = setup([], { user: 'root', admin: true, events_key: 'k-root' });
+    s.model.refresh();
+    await flush();
+    s.model.jobChanged('k-bob');
+    await flush();
+    expect(s.jobCalls()).toBe(2);
+    s.model.dispose();
   });
 
   it('polls while a view watches, with backoff, and stops when it is hidden', async () => {
@@ -230,13 +258,10 @@ describe('JobDetailModel', () => {
   });
 });
 
-describe('runsE31Magic', () => {
-  it('tells the cells that may have submitted jobs from the others', () => {
-    expect(runsE31Magic('%%e31 submit --gpus 1\ntrain()')).toBe(true);
-    expect(runsE31Magic('x = 1\n  %e31 submit-notebook train.ipynb')).toBe(true);
-    expect(runsE31Magic('%e31 cancel last')).toBe(true);
-    expect(runsE31Magic('%load_ext e31_jupyter')).toBe(false);
-    expect(runsE31Magic('%%e31x\n')).toBe(false);
-    expect(runsE31Magic('print("%e31 is a magic")')).toBe(false);
+describe('jobEventOwnerKey', () => {
+  it("reads the owner's key of the server's job events and ignores other events", () => {
+    expect(jobEventOwnerKey({ schema_id: JOB_EVENT_SCHEMA, owner_key: 'k-ada', state: 'queued' })).toBe('k-ada');
+    expect(jobEventOwnerKey({ schema_id: 'https://events.jupyter.org/jupyter_server/kernel_actions/v1', owner_key: 'k' })).toBeNull();
+    expect(jobEventOwnerKey({ schema_id: JOB_EVENT_SCHEMA })).toBeNull();
   });
 });

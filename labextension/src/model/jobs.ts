@@ -4,8 +4,9 @@
  * Views say when they are on screen with `watch()`. The model polls while a view watches or
  * while one of the user's jobs is queued or running (a job can end at any time and deserves a
  * notification), and never when the browser tab is hidden. With nothing watched and nothing
- * active, no timer runs at all; `refresh()` (after a submit, after a notebook cell ran an e31
- * magic, on return to the tab) starts it again when needed.
+ * active, no timer runs at all; `refresh()` (after a submit, on return to the tab) and
+ * `jobChanged()` (the server announced a change to a job, wherever it was made) start it again
+ * when needed.
  *
  * The server answers with its newest jobs (one page); a job that was active is followed by id
  * after newer ones push it off that page, until it has ended.
@@ -33,10 +34,15 @@ export interface IDisposableLike {
   dispose(): void;
 }
 
-/** Whether a cell's code runs an e31 magic (`%%e31 submit`, `%e31 cancel`, ...), and so may
- * have submitted, changed or cancelled jobs the model has not seen. */
-export function runsE31Magic(source: string): boolean {
-  return /^[ \t]*%%?e31\b/m.test(source);
+/** The `$id` of the server's job events (e31_jupyter/server/events.py). */
+export const JOB_EVENT_SCHEMA = 'https://e31-jupyter.org/events/job/v1';
+
+/** The key of the owner of the job an event of the server's event bus is about (the
+ * `events_key` the server gives that owner); null for any other event. */
+export function jobEventOwnerKey(event: { schema_id: string; [key: string]: unknown }): string | null {
+  return event.schema_id === JOB_EVENT_SCHEMA && typeof event.owner_key === 'string'
+    ? event.owner_key
+    : null;
 }
 
 export class JobsModel {
@@ -199,6 +205,18 @@ export class JobsModel {
     };
   }
 
+  /**
+   * The server announced that a job was submitted, started, changed or ended, from this page
+   * or anywhere else (a terminal, a console, another server): look again when it is a job the
+   * views show (its owner's key is the caller's, or the caller is an admin), and follow it
+   * while it is active.
+   */
+  jobChanged(ownerKey: string): void {
+    if (!this._infoLoaded || this._admin || ownerKey === this._eventsKey) {
+      this.refresh();
+    }
+  }
+
   /** The browser tab was hidden or shown again (document.visibilityState). */
   setPageVisible(visible: boolean): void {
     if (visible === this._pageVisible) {
@@ -223,6 +241,7 @@ export class JobsModel {
         this._infoLoaded = true;
         this._user = info.user ?? null;
         this._admin = !!info.admin;
+        this._eventsKey = info.events_key ?? null;
         if (this._makeEndings) {
           this._endings = this._makeEndings(this._user ?? '');
         }
@@ -290,6 +309,7 @@ export class JobsModel {
   private _infoLoaded = false;
   private _user: string | null = null;
   private _admin = false;
+  private _eventsKey: string | null = null;
   private _error: string | null = null;
   private _fetchedAt = 0;
   private _loaded = false;

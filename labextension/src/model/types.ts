@@ -203,4 +203,6 @@ export interface IServerInfo {
   /** The name jobs are owned by for this caller. */
   user?: string;
   admin?: boolean;
+  /** How the server's job events name the caller as a job's owner. */
+  events_key?: string;
 }

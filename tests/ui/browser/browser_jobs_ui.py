@@ -499,6 +499,21 @@ def test_nothing_polls_while_the_panel_is_hidden_and_no_job_is_active(lab, api, 
     page.wait_for_timeout(8000)
     assert len(polls) == seen, f"{len(polls) - seen} polls while hidden and idle"
 
+    # A job submitted elsewhere (a terminal's e31; here, the API) is announced on the server's
+    # event bus: the status bar follows it, and its end is notified, though nothing polled before.
+    api.submit(
+        path=str(gated_notebook(lab, "elsewhere")), name="from-a-terminal", gpus=1,
+        parameters={"gate": gate(lab, "elsewhere")},
+    )  # fmt: skip
+    expect(page.locator(".e31-Status")).to_contain_text(re.compile(r"1 running\s*·\s*0 queued"), timeout=15_000)
+    (lab.root / "gate-elsewhere").touch()
+    expect(toast(page, "Job “from-a-terminal” succeeded")).to_have_count(1, timeout=JOB_END_WAIT)
+    expect(page.locator(".e31-Status")).to_contain_text(re.compile(r"0 running\s*·\s*0 queued"))
+    page.wait_for_timeout(5000)  # it ended: the polls that followed it stop
+    seen = len(polls)
+    page.wait_for_timeout(6000)
+    assert len(polls) == seen, f"{len(polls) - seen} polls after the job ended"
+
     show_panel(page)  # shown again: fresh at once
     page.wait_for_timeout(1000)
     assert len(polls) > seen
