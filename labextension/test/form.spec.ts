@@ -61,6 +61,9 @@ describe('the submit form', () => {
     ];
     expect(afterChoices(jobs).map(j => j.name)).toEqual(['next', 'prep']);
     expect(afterChoiceText(jobs[1])).toBe('prep · running · job 00000002');
+    // A change lists the jobs the job already runs after, ended ones too (shown ticked).
+    expect(afterChoices(jobs, ['240603-00000001']).map(j => j.name)).toEqual(['next', 'prep', 'done']);
+    expect(afterChoiceText(jobs[0])).toBe('done · succeeded · job 00000001');
   });
 
   it('lists the newest jobs to run after, every one ticked, and all once asked', () => {

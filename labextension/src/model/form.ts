@@ -87,10 +87,11 @@ export function initialForm(
 
 export const AFTER_CHOICES = 8; // active jobs the dialog lists to run after until asked for all
 
-/** The jobs a new job may be set to run after: those still queued or running, newest first. */
-export function afterChoices(jobs: IJob[]): IJob[] {
+/** The jobs a job may be set to run after: those still queued or running, and those it already
+ * runs after (`current`, a change: shown ticked, whatever their state), newest first. */
+export function afterChoices(jobs: IJob[], current: string[] = []): IJob[] {
   return jobs
-    .filter(job => job.state === 'queued' || job.state === 'running')
+    .filter(job => job.state === 'queued' || job.state === 'running' || current.includes(job.id))
     .sort((a, b) => (b.submitted_at ?? '').localeCompare(a.submitted_at ?? ''));
 }
 

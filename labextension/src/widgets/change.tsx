@@ -15,9 +15,11 @@ import { IJob } from '../model/types';
 import { ActingDialog, AfterField, Field } from './common';
 
 /** Open the dialog; resolves with the changed job, or null when the user cancels. `jobs`: the
- * user's jobs, among which the active ones (but this one) may be ticked to run after. */
+ * user's jobs, among which the active ones (but this one) may be ticked to run after; those it
+ * runs after already are listed too, ended or not. */
 export async function showChangeDialog(api: E31Api, job: IJob, jobs: IJob[] = []): Promise<IJob | null> {
-  const body = new ChangeForm(api, job, afterChoices(jobs.filter(other => other.id !== job.id)));
+  const others = jobs.filter(other => other.id !== job.id);
+  const body = new ChangeForm(api, job, afterChoices(others, job.request.after ?? []));
   const dialog = new ActingDialog<IJob>(() => body.save(), () => body.saved !== null, {
     title: `Change “${job.name}”`,
     body,
