@@ -74,7 +74,8 @@ class Decision:
 
 @dataclass
 class Snapshot:
-    """The world as a policy sees it at one moment."""
+    """The world as a policy sees it at one moment. It keeps what it works out (each team's
+    share, each job's expected run time), so a new moment is a new snapshot (``replace``)."""
 
     now: float
     cluster: Cluster  # free GPUs per machine
@@ -85,6 +86,8 @@ class Snapshot:
     long_share: float | None = None  # e31: most of the GPUs long jobs may hold while they can wait; None: E31_LONG_SHARE
     # Each team's share_used, worked out once per snapshot: a pass asks for it for every queued job.
     _shares: dict[str, float] = field(default_factory=dict, init=False, repr=False, compare=False)
+    # Each job's median expected run time, likewise: e31 asks for it up to three times a pass.
+    _medians: dict[str, float] = field(default_factory=dict, init=False, repr=False, compare=False)
 
     @cached_property
     def _usage_total(self) -> float:
@@ -137,6 +140,11 @@ class Reservation:
     @cached_property
     def machines(self) -> frozenset[int]:
         return frozenset(self.spare)
+
+    @cached_property
+    def behind(self) -> str:
+        """Why a job that fits waits: written once, as a pass may say it of thousands."""
+        return f"it would still be running when {self.job_id}, first in line, is due to start, on GPUs that job needs"
 
 
 def reserve(job: Pending, holders: Sequence[Running], cluster: Cluster, now: float, end_of) -> Reservation:
@@ -198,9 +206,9 @@ def walk(
                 machines = _place(job, cluster, reserved if beside else None)
                 if machines is None:  # no place beside the reservation
                     no_room[1] = min(no_room[1], job.gpus)
-                    decision.held_back[job.id] = _behind(reserved)
+                    decision.held_back[job.id] = reserved.behind
         elif not reason and beside and job.gpus < no_room[0] and cluster.fits(job.gpus):
-            decision.held_back[job.id] = _behind(reserved)
+            decision.held_back[job.id] = reserved.behind
         if machines is not None:
             decision.start.append(job.id)
             decision.placement[job.id] = machines
@@ -217,13 +225,6 @@ def walk(
             if backfill == "easy":
                 reserved = reserve(job, holders, cluster, now, end_of)
     return decision
-
-
-def _behind(reserved: Reservation) -> str:
-    return (
-        f"it would still be running when {reserved.job_id}, first in line, "
-        "is due to start, on GPUs that job needs"
-    )
 
 
 def _place(job: Pending, cluster: Cluster, beside: Reservation | None) -> tuple[int, ...] | None:
@@ -346,6 +347,15 @@ def expected_runtime(job: Pending, snap: Snapshot, q: float = 0.5) -> float:
     of actual / declared over its team's finished jobs whose ratio is consistent with the job's
     deadline window (``RuntimeModel.runtime``); one that declared nothing, by what finished jobs
     that declared nothing took. Never more than its limit; 0 when nothing says."""
+    if q != 0.5:
+        return _learned_runtime(job, snap, q)
+    median = snap._medians.get(job.id)
+    if median is None:
+        median = snap._medians[job.id] = _learned_runtime(job, snap, 0.5)
+    return median
+
+
+def _learned_runtime(job: Pending, snap: Snapshot, q: float) -> float:
     window = job.deadline - job.submitted_at if job.deadline is not None else None
     return min(snap.runtimes.runtime(job.team, job.estimate, window, q), job.max_runtime)
 
