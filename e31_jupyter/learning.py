@@ -117,7 +117,8 @@ class ShortDemand:
     ``short_s`` (2 h: declared times over-estimate, so most such jobs take under E31_SHORT_S).
     Fed by the caller as jobs are submitted, so there is no look-ahead. It sizes
     e31's lane (``e31_lanes``): a team that submits bursts of short jobs hour after hour needs
-    more GPUs kept free for them than one burst a week does."""
+    more GPUs kept free for them than one burst a week does; and while none came, long jobs may
+    take every GPU (``LongJobs``)."""
 
     def __init__(self, short_s: float = 7200.0, machine_gpus: int = 8, bucket_s: float = 3600.0, span_s: float = 86400.0):
         self.short_s = short_s
@@ -127,8 +128,8 @@ class ShortDemand:
         self._buckets: deque[list[float]] = deque()  # [bucket start, declared GPU-seconds]
 
     def submitted(self, t: float, gpus: int, declared_s: float) -> None:
-        if gpus > self.machine_gpus or declared_s > self.short_s:
-            return
+        if gpus > self.machine_gpus or not 0 < declared_s <= self.short_s:
+            return  # a job that declared no run time is not known to be short
         start = t - t % self.bucket_s
         if not self._buckets or self._buckets[-1][0] < start:
             self._buckets.append([start, 0.0])
@@ -141,6 +142,15 @@ class ShortDemand:
         through it at the declared run times; 0 when fewer buckets saw short jobs."""
         loads = sorted((load for start, load in self._buckets if start >= now - self.span_s), reverse=True)
         return loads[rank - 1] / self.bucket_s if len(loads) >= rank else 0.0
+
+    def quiet_from(self) -> float | None:
+        """When the short jobs seen so far stop holding long jobs back: ``span_s`` after the
+        hour the last came in; None before any came."""
+        return self._buckets[-1][0] + self.span_s if self._buckets else None
+
+    def came_lately(self, now: float) -> bool:
+        quiet = self.quiet_from()
+        return quiet is not None and now < quiet
 
 
 def _above(ordered: Sequence[float], floor: float, q: float) -> float | None:

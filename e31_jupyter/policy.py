@@ -21,7 +21,7 @@ policy's priorities can have moved (``refresh_s``), as Slurm does every Priority
   for a job that declared none, what such jobs took) decide when a job expires (more likely
   than not to miss); a lane of GPUs that long jobs which can wait leave to short and urgent
   ones, wider while short jobs keep coming; at most a share of the GPUs for jobs that run for
-  days while they can wait; a fair-share nudge. See
+  days while they can wait and short jobs came in the last day; a fair-share nudge. See
   ``e31_priority``, ``e31_lanes``, ``LongJobs`` and ``e31_walk``.
 """
 
@@ -402,7 +402,8 @@ def e31_walk(ordered: Sequence[Pending], snap: Snapshot) -> Decision:
       run times of slack, or they have none) start only while long jobs hold at most
       E31_LONG_SHARE of the GPUs (``LongJobs``; the queue's ``long_jobs_share``): the rest turn
       over within a day, so a burst finds GPUs freeing every hour instead of a cluster given to
-      jobs that end next week.
+      jobs that end next week. While no short job came for a day, there is nothing to keep the
+      rest for, and the share does not hold.
     - The last GPUs are a lane (``e31_lanes``) for short jobs (expected <= E31_SHORT_S) and urgent
       ones (latest start within E31_URGENT_S): a long job that can wait does not take them, so a
       burst of short jobs finds GPUs free instead of behind jobs that hold theirs for days. Jobs
@@ -471,18 +472,27 @@ class LongJobs:
 
     def admit(self, gpus: int) -> bool:
         """Whether a long job of ``gpus`` may start; the first always may, however many it asks
-        for, so a small cluster still runs its long jobs one by one."""
-        return self.held == 0 or self.held + gpus <= self.limit
+        for, so a small cluster still runs its long jobs one by one. Without short jobs in the
+        last day there is nothing to turn the GPUs over for, so any may."""
+        return self.held == 0 or self.held + gpus <= self.limit or not self._short_jobs_lately
+
+    @property
+    def _short_jobs_lately(self) -> bool:
+        demand = self.snap.demand
+        return demand is None or demand.came_lately(self.snap.now)
 
     def started(self, gpus: int) -> None:
         self.held += gpus
 
     def reason(self, job: Pending, expected: float) -> str:
         share = f"{self.share:.0%} of the GPUs ({self.limit:.0f})"
-        until = "one of them ends" if job.deadline is None else "one of them ends, or as its deadline draws near"
+        until = "one of them ends or a day after the last short job came"
+        if job.deadline is not None:
+            until += ", or as its deadline draws near"
         return (
             f"jobs expected to run over {E31_LONG_S / 3600:.0f} h already hold "
-            f"{self.held} GPUs, and such jobs may hold at most {share} while they can wait; it is expected to run "
+            f"{self.held} GPUs, and such jobs may hold at most {share} while they can wait and short jobs "
+            f"keep coming; it is expected to run "
             f"{expected / 3600:.1f} h and starts when {until}"
         )
 

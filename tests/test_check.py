@@ -69,16 +69,24 @@ def test_a_check_with_free_gpus_would_start_now(client, gated):
 
 
 def test_a_job_held_back_while_gpus_are_free_says_why(start_server, gated, capsys):
-    """Five GPUs: jobs expected to run over a day may hold 3 of them while they can wait."""
+    """Five GPUs: jobs expected to run over a day may hold 3 of them while they can wait, once
+    short jobs have come; before that nothing is kept for them."""
     server = start_server(gpus=[str(n) for n in range(5)])
     client = E31Client(server.url, server.token)
     first = wait_state(client, gated.submit(client, "first", gpus=3, max_runtime="3d")["id"], "running")
+    beside = gated.submit(client, "beside", gpus=1, max_runtime="3d")  # no short job yet: it starts
+    wait_state(client, beside["id"], "running")
+    short = wait_state(client, gated.submit(client, "short", gpus=1, max_runtime="10m")["id"], "running")
+    client.cancel(short["id"])  # a short job came (had it succeeded, the long jobs' run times would look short)
+    wait_state(client, short["id"], "cancelled")
     second = gated.submit(client, "second", gpus=1, max_runtime="3d")  # no deadline: it can wait
 
     held = wait_for(lambda: client.job(second["id"])["held_back"], what="second to be held back")
-    assert "jobs expected to run over 24 h already hold 3 GPUs" in held and "at most 60% of the GPUs (3)" in held
+    assert "jobs expected to run over 24 h already hold 4 GPUs" in held and "at most 60% of the GPUs (3)" in held
+    assert "while they can wait and short jobs keep coming" in held and "a day after the last short job came" in held
     second = client.job(second["id"])
     assert second["state"] == "queued" and second["queue_position"] == 1
+    # the forecast takes short jobs to keep coming: when the first ends
     assert ts(second["expected_start"]) == pytest.approx(ts(first["started_at"]) + 3 * 86400, abs=1)
     assert main(["--url", server.url, "--token", server.token, "status", second["id"]]) == 0
     assert f"held back though GPUs are free: {held}" in capsys.readouterr().out
@@ -89,7 +97,7 @@ def test_a_job_held_back_while_gpus_are_free_says_why(start_server, gated, capsy
     assert short["held_back"] is None and short["queue_position"] == 2
     assert ts(short["expected_start"]) == pytest.approx(time.time(), abs=10)
     assert client.job(first["id"])["held_back"] is None  # running
-    for name in ("first", "second"):
+    for name in ("first", "beside", "second"):
         gated.open(name)
     client.cancel(second["id"])
 

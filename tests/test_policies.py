@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import random
+from dataclasses import replace
 
 import pytest
 
@@ -290,6 +291,12 @@ def test_short_demand_counts_short_jobs_of_one_machine_and_forgets_after_a_day()
     demand.submitted(NOW - 1800, 16, 600.0)  # bigger than a machine
     assert demand.busiest(NOW) == 2.0 and demand.busiest(NOW, 2) == 0.0
     assert demand.busiest(NOW + 2 * 86400) == 0.0
+    came_in = NOW - 1800 - (NOW - 1800) % 3600
+    assert demand.quiet_from() == came_in + 86400 and ShortDemand().quiet_from() is None
+    assert demand.came_lately(came_in + 86399) and not demand.came_lately(came_in + 86400)
+    undeclared = ShortDemand()
+    undeclared.submitted(NOW, 1, 0.0)  # declared no run time: not known to be short
+    assert undeclared.quiet_from() is None and not undeclared.came_lately(NOW)
 
 
 def test_the_lane_grows_only_while_short_jobs_keep_coming():
@@ -335,11 +342,27 @@ def test_long_jobs_that_can_wait_hold_at_most_their_share_of_the_gpus():
     assert decision.start == ["few_hours"] and decision.expire == []
     assert list(decision.held_back) == ["long"]
     assert "over 24 h already hold 24 GPUs, and such jobs may hold at most 60% of the GPUs (24)" in decision.held_back["long"]
-    assert "starts when one of them ends, or as its deadline draws near" in decision.held_back["long"]
+    assert "starts when one of them ends or a day after the last short job came, or as its deadline draws near" in (
+        decision.held_back["long"]
+    )
     more = _long_jobs_hold(24)
     more.long_share = 0.7  # the queue's long_jobs_share: 28 GPUs
     assert decide("e31", [long_job], more).start == ["long"]
     assert decide("e31", [long_job], _long_jobs_hold(24)).start == []
+
+
+def test_the_share_holds_long_jobs_back_only_while_short_jobs_came_in_the_last_day():
+    long_job = pending("long", 4, max_runtime=2 * DAY)  # no deadline: it could wait for ever
+    quiet = _long_jobs_hold(24)
+    quiet.demand = ShortDemand()  # the queue saw no short job in the last day
+    assert decide("e31", [long_job], quiet).start == ["long"]
+    busy = _long_jobs_hold(24)
+    busy.demand = _short_bursts(1, 1)  # one short job an hour ago
+    decision = decide("e31", [long_job], busy)
+    assert decision.start == [] and list(decision.held_back) == ["long"]
+    assert "while they can wait and short jobs keep coming" in decision.held_back["long"]
+    a_day_later = replace(_long_jobs_hold(24), now=NOW + DAY + 3600, demand=_short_bursts(1, 1))
+    assert decide("e31", [long_job], a_day_later).start == ["long"]
 
 
 def test_the_share_counts_long_jobs_started_in_the_same_pass():
