@@ -7,8 +7,9 @@ limit at the latest. A job that declared nothing goes by the run times of finish
 declared nothing either; with none longer than it has run, when it ends is not known, and the
 jobs waiting for its GPUs get no expected start rather than a guess (its limit is only a server
 default). Each job the policy starts then holds its GPUs for its own expected run time, judged
-the same way; nothing new arrives. At each expected end the policy takes another pass, exactly
-as the live queue would, lane, reservations and expiry included. A job waiting for others to
+the same way; nothing new arrives, but short jobs are taken to keep coming as they have, so a
+long job held back for them stays held back (``_Persisting``). At each expected end the policy takes another pass, exactly as the live queue
+would, lane, reservations and expiry included. A job waiting for others to
 succeed (``dependencies.py``) joins the line when the last of them is expected to end, in its
 place by the line's priority (at the end when none is given), or expires if its deadline passes
 before that; one whose earlier jobs get no expected end gets no expected start. Pure, like the
@@ -24,6 +25,7 @@ from dataclasses import dataclass, field, replace
 from itertools import count
 from typing import Any, Callable, Sequence
 
+from .learning import ShortDemand
 from .machines import Cluster
 from .policy import Decision, Pending, Running, Snapshot, expected_runtime
 
@@ -68,9 +70,10 @@ def run_forward(
     heapq.heapify(ends)
     running = {r.id: r for r in snap.running}
     seen = Forecast(ends={r.id: end for end, _, r in ends})
+    demand = _Persisting(snap.demand, snap.now) if snap.demand is not None else None
 
     def take_pass(now: float, queue: list[Pending], first: bool = False) -> list[Pending]:
-        moment = replace(snap, now=now, cluster=cluster, running=list(running.values()))
+        moment = replace(snap, now=now, cluster=cluster, running=list(running.values()), demand=demand)
         decision = walk(queue, moment)
         for job in queue:
             if job.id in decision.start:
@@ -106,6 +109,23 @@ def run_forward(
         if queue:
             queue = take_pass(when, queue)
     return seen
+
+
+class _Persisting:
+    """Short jobs' demand as if they keep coming as they have: a long job held back for them
+    stays held back however far the forecast looks (taking them as gone a day after the last,
+    as "nothing new arrives" would, made forecasts of over 6 hours worse on the trace while jobs
+    still arrived: 0.34 within 15 minutes or 25% instead of 0.38). The lane is sized as before,
+    by the demand of the moment looked at."""
+
+    def __init__(self, demand: ShortDemand, at: float):
+        self.demand, self.at = demand, at
+
+    def busiest(self, now: float, rank: int = 1) -> float:
+        return self.demand.busiest(now, rank)
+
+    def came_lately(self, now: float) -> bool:
+        return self.demand.came_lately(self.at)
 
 
 def _expected_end(job: Running, snap: Snapshot) -> float | None:

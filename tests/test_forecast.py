@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from e31_jupyter.forecast import FORECAST_JOBS, expected_starts, run_forward
-from e31_jupyter.learning import RuntimeModel
+from e31_jupyter.learning import RuntimeModel, ShortDemand
 from e31_jupyter.machines import Cluster
 from e31_jupyter.policy import POLICIES, Pending, Running, Snapshot
 
@@ -165,3 +165,18 @@ def test_a_job_held_back_now_says_why_and_is_expected_once_the_long_job_ahead_en
     seen = run_forward(E31.walk, E31.order(queued, snap), snap)
     assert seen.starts == {"short": NOW, "long": NOW + 2 * day}
     assert list(seen.held_back) == ["long"] and "already hold 6 GPUs" in seen.held_back["long"]
+
+
+def test_a_long_job_held_back_for_short_ones_is_expected_as_if_they_keep_coming():
+    day = 86400.0
+    queued = [Pending("long", 2, NOW, 2 * day, 2 * day)]
+    ending = [Running("r", 6, NOW, 2 * day, (0,), 2 * day), Running("s", 1, NOW, 1.5 * day, (0,), 1.5 * day)]
+    snap = _snapshot(10, ending)
+    snap.demand = ShortDemand()
+    snap.demand.submitted(NOW - 7200, 1, 600.0)  # a short job came two hours ago
+    seen = run_forward(E31.walk, E31.order(queued, snap), snap)
+    assert seen.starts == {"long": NOW + 2 * day}  # when r ends: not when s does, over a day after that short job
+    assert "a day after the last short job came" in seen.held_back["long"]  # the rule, said as it is
+    none_came = _snapshot(10, [Running("r", 6, NOW, 2 * day, (0,), 2 * day)])
+    none_came.demand = ShortDemand()
+    assert _forecast(queued, none_came) == {"long": NOW}

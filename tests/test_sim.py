@@ -198,6 +198,7 @@ def test_the_forecast_benchmark_checks_expected_starts_against_the_replay(tmp_pa
         assert checked == sum(h["n"] for h in figures["horizons"].values())
         assert 0 <= figures["all"]["within_15min_or_25pct"] <= 1
         assert figures["all"]["median_abs_error_h"] >= 0
+        assert 0 < results["while_arriving"][kind]["forecasts"] < figures["forecasts"]  # the tail's left out
 
 
 def _write_trace(folder: Path, header: str, rows: list[tuple]) -> Path:
