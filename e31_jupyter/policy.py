@@ -485,7 +485,7 @@ class LongJobs:
         self.held += gpus
 
     def reason(self, job: Pending, expected: float) -> str:
-        share = f"{self.share:.0%} of the GPUs ({self.limit:.0f})"
+        share = f"{self.share:.0%} of the GPUs ({math.floor(self.limit)})"  # a job holds whole GPUs
         until = "one of them ends or a day after the last short job came"
         if job.deadline is not None:
             until += ", or as its deadline draws near"

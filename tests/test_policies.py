@@ -365,6 +365,13 @@ def test_the_share_holds_long_jobs_back_only_while_short_jobs_came_in_the_last_d
     assert decide("e31", [long_job], a_day_later).start == ["long"]
 
 
+def test_the_share_is_said_in_whole_gpus():
+    """60% of 6 GPUs is 3.6: long jobs may hold 3 of them, and the reason says 3."""
+    running = [Running("days", 3, NOW - 10, 4 * DAY, (0,), 4 * DAY)]
+    held = decide("e31", [pending("long", 1, max_runtime=2 * DAY)], snapshot([3], running, machine_gpus=6))
+    assert held.start == [] and "may hold at most 60% of the GPUs (3)" in held.held_back["long"]
+
+
 def test_the_share_counts_long_jobs_started_in_the_same_pass():
     first, second = (pending(name, 4, max_runtime=2 * DAY, deadline=NOW + 5 * DAY) for name in ("first", "second"))
     assert decide("e31", [first, second], _long_jobs_hold(20)).start == ["first"]  # 20 + 4, then 24 + 4 > 24
