@@ -73,7 +73,9 @@ def run_forward(
     demand = _Persisting(snap.demand, snap.now) if snap.demand is not None else None
 
     def take_pass(now: float, queue: list[Pending], first: bool = False) -> list[Pending]:
-        moment = replace(snap, now=now, cluster=cluster, running=list(running.values()), demand=demand)
+        # The first pass is the live queue's own, now: its reasons may say when short jobs' demand runs out.
+        moment_demand = snap.demand if first else demand
+        moment = replace(snap, now=now, cluster=cluster, running=list(running.values()), demand=moment_demand)
         decision = walk(queue, moment)
         for job in queue:
             if job.id in decision.start:
@@ -126,6 +128,9 @@ class _Persisting:
 
     def came_lately(self, now: float) -> bool:
         return self.demand.came_lately(self.at)
+
+    def quiet_from(self) -> float | None:
+        return None  # they keep coming
 
 
 def _expected_end(job: Running, snap: Snapshot) -> float | None:

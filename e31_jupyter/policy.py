@@ -486,7 +486,10 @@ class LongJobs:
 
     def reason(self, job: Pending, expected: float) -> str:
         share = f"{self.share:.0%} of the GPUs ({math.floor(self.limit)})"  # a job holds whole GPUs
-        until = "one of them ends or a day after the last short job came"
+        until = "one of them ends"
+        quiet = self.snap.demand.quiet_from() if self.snap.demand is not None else None
+        if quiet is not None:
+            until += f", or a day after the last short job came (in {(quiet - self.snap.now) / 3600:.1f} h if no other comes)"
         if job.deadline is not None:
             until += ", or as its deadline draws near"
         return (
