@@ -8,13 +8,13 @@ declared nothing either; with none longer than it has run, when it ends is not k
 jobs waiting for its GPUs get no expected start rather than a guess (its limit is only a server
 default). Each job the policy starts then holds its GPUs for its own expected run time, judged
 the same way; nothing new arrives, but short jobs are taken to keep coming as they have, so a
-long job held back for them stays held back (``_Persisting``). At each expected end the policy takes another pass, exactly as the live queue
-would, lane, reservations and expiry included. A job waiting for others to
-succeed (``dependencies.py``) joins the line when the last of them is expected to end, in its
-place by the line's priority (at the end when none is given), or expires if its deadline passes
-before that; one whose earlier jobs get no expected end gets no expected start. Pure, like the
-policy; only the first FORECAST_JOBS jobs in line (and as many waiting) are forecast, so a
-forecast costs the same however long the queue is.
+long job held back for them stays held back (``_Persisting``). At each expected end the policy
+takes another pass, exactly as the live queue would, lane, reservations and expiry included. A
+job waiting for others to succeed (``dependencies.py``) joins the line when the last of them is
+expected to end, in its place by the line's priority (at the end when none is given), or expires
+if its deadline passes before that; one whose earlier jobs get no expected end gets no expected
+start. Pure, like the policy; only the first FORECAST_JOBS jobs in line (and as many waiting)
+are forecast, so a forecast costs the same however long the queue is.
 """
 
 from __future__ import annotations
@@ -73,7 +73,7 @@ def run_forward(
     demand = _Persisting(snap.demand, snap.now) if snap.demand is not None else None
 
     def take_pass(now: float, queue: list[Pending], first: bool = False) -> list[Pending]:
-        # The first pass is the live queue's own, now: its reasons may say when short jobs' demand runs out.
+        # The first pass is the live queue's own: its reasons may say when short jobs' demand runs out.
         moment_demand = snap.demand if first else demand
         moment = replace(snap, now=now, cluster=cluster, running=list(running.values()), demand=moment_demand)
         decision = walk(queue, moment)

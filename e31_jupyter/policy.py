@@ -489,7 +489,8 @@ class LongJobs:
         until = "one of them ends"
         quiet = self.snap.demand.quiet_from() if self.snap.demand is not None else None
         if quiet is not None:
-            until += f", or a day after the last short job came (in {(quiet - self.snap.now) / 3600:.1f} h if no other comes)"
+            hours = (quiet - self.snap.now) / 3600
+            until += f", or a day after the last short job came (in {hours:.1f} h if no other comes)"
         if job.deadline is not None:
             until += ", or as its deadline draws near"
         return (
