@@ -84,8 +84,8 @@ class Snapshot:
     runtimes: RuntimeModel = field(default_factory=RuntimeModel)
     demand: ShortDemand | None = None  # short jobs' recent demand; None: e31's lane stays E31_LANE
     long_share: float | None = None  # e31: most of the GPUs long jobs may hold while they can wait; None: E31_LONG_SHARE
-    # Each team's share_used, worked out once per snapshot: a pass asks for it for every queued job.
-    _shares: dict[str, float] = field(default_factory=dict, init=False, repr=False, compare=False)
+    # What a policy works out per team (per_team), once per snapshot: a pass asks for every queued job.
+    _per_team: dict[tuple[Callable, str], float] = field(default_factory=dict, init=False, repr=False, compare=False)
     # Each job's median expected run time, likewise: e31 asks for it up to three times a pass.
     _medians: dict[str, float] = field(default_factory=dict, init=False, repr=False, compare=False)
 
@@ -93,15 +93,17 @@ class Snapshot:
     def _usage_total(self) -> float:
         return sum(self.usage.values())
 
+    def per_team(self, work: Callable[[Snapshot, str], float], team: str) -> float:
+        """``work(self, team)``, worked out once per team for this snapshot."""
+        key = (work, team)
+        value = self._per_team.get(key)
+        if value is None:
+            value = self._per_team[key] = work(self, team)
+        return value
+
     def share_used(self, team: str) -> float:
         """The team's part of all recent usage over an equal share: 1 is exactly its share (and
         everyone's while nobody has used anything)."""
-        share = self._shares.get(team)
-        if share is None:
-            share = self._shares[team] = self._share_used(team)
-        return share
-
-    def _share_used(self, team: str) -> float:
         if self._usage_total <= 0:
             return 1.0
         teams = len(self.usage) + (team not in self.usage)
@@ -314,10 +316,14 @@ def slurm_priority(job: Pending, snap: Snapshot) -> tuple:
     """Multifactor: age (saturates at PriorityMaxAge), classic fair-share 2^(-usage/shares) and
     job size with PriorityFavorSmall (1 for the smallest job, 0 for the whole cluster)."""
     age = min(max(snap.now - job.submitted_at, 0.0) / SLURM_MAX_AGE_S, 1.0)
-    fairshare = 2.0 ** -snap.share_used(job.team)
+    fairshare = snap.per_team(_slurm_fairshare, job.team)
     size = 1.0 - job.gpus / max(snap.cluster.gpus, 1)
     w = SLURM_WEIGHTS
     return (-(w["age"] * age + w["fairshare"] * fairshare + w["jobsize"] * size), job.submitted_at, job.id)
+
+
+def _slurm_fairshare(snap: Snapshot, team: str) -> float:
+    return 2.0 ** -snap.share_used(team)
 
 
 def slurm_walk(ordered: Sequence[Pending], snap: Snapshot) -> Decision:
@@ -369,8 +375,13 @@ def e31_priority(job: Pending, snap: Snapshot) -> tuple:
         return (-math.inf, job.submitted_at, job.id)
     if job.deadline is None:
         return (math.inf, job.submitted_at, job.id)
-    over = max(-2.0, min(2.0, math.log2(max(snap.share_used(job.team), 0.25))))
-    return (job.deadline + E31_FAIR_SHARE * over * expected_runtime(job, snap), job.submitted_at, job.id)
+    return (job.deadline + snap.per_team(_fair_shift, job.team) * expected_runtime(job, snap), job.submitted_at, job.id)
+
+
+def _fair_shift(snap: Snapshot, team: str) -> float:
+    """How many expected run times fair-share moves the team's deadlines later (earlier when
+    negative): E31_FAIR_SHARE x log2 of its share used, the log kept between -2 and 2."""
+    return E31_FAIR_SHARE * max(-2.0, min(2.0, math.log2(max(snap.share_used(team), 0.25))))
 
 
 def e31_lanes(snap: Snapshot) -> tuple[int, int]:
