@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from functools import cached_property
+from functools import cache, cached_property
 from typing import Any, Callable, Mapping, Sequence
 
 from .learning import RuntimeModel, ShortDemand
@@ -149,14 +149,14 @@ class Reservation:
         return f"it would still be running when {self.job_id}, first in line, is due to start, on GPUs that job needs"
 
 
-def reserve(job: Pending, holders: Sequence[Running], cluster: Cluster, now: float, end_of) -> Reservation:
-    """When and where ``job`` can start at the latest if every holder ends at ``end_of(holder)``."""
+def reserve(job: Pending, holders: Sequence[Running], cluster: Cluster, now: float) -> Reservation:
+    """When and where ``job`` can start at the latest, every holder ending by its time limit."""
     trial = cluster.copy()
-    for holder in sorted(holders, key=end_of):
+    for holder in sorted(holders, key=lambda r: r.ends_by):
         trial.release(holder.machines, holder.gpus)
         if trial.fits(job.gpus):
             machines = trial.place(job.gpus)
-            return Reservation(max(now, end_of(holder)), {m: trial.free[m] for m in machines}, job.id)
+            return Reservation(max(now, holder.ends_by), {m: trial.free[m] for m in machines}, job.id)
     return Reservation(math.inf, {}, job.id)
 
 
@@ -165,8 +165,6 @@ def walk(
     snap: Snapshot,
     *,
     backfill: str = "easy",
-    limit: Callable[[Pending], float] = lambda job: job.max_runtime,
-    end_of: Callable[[Running], float] = lambda r: r.ends_by,
     hopeless: Callable[[Pending], str] = lambda job: "",
     drop_first: bool = False,
     held_back: Callable[[Pending, Cluster], str] | None = None,
@@ -174,10 +172,10 @@ def walk(
     """Start jobs in order while they fit.
 
     ``backfill``: what happens after the first job that does not fit. ``"easy"``: it gets a
-    reservation (the earliest time it can start, running jobs ending at ``end_of``), and a later
-    job may start only if it fits now and either ends (at ``limit``) by then or uses GPUs the
-    reserved job will not need. ``"none"``: every later job that fits starts. ``"stop"``: nothing
-    more starts.
+    reservation (the earliest time it can start, running jobs ending by their time limits), and a
+    later job may start only if it fits now and either ends by then (at its own time limit) or
+    uses GPUs the reserved job will not need. ``"none"``: every later job that fits starts.
+    ``"stop"``: nothing more starts.
 
     A job that does not start expires when ``hopeless`` gives a reason; with ``drop_first`` it is
     asked before the job may start. ``held_back`` may keep a job that fits from starting, by
@@ -187,17 +185,18 @@ def walk(
     decision = Decision()
     now, cluster = snap.now, snap.cluster.copy()
     holders = list(snap.running)
+    can_ever_fit = cache(cluster.can_ever_fit)  # asked of every job; a queue has few sizes
     reserved: Reservation | None = None
     # The fewest GPUs that found no place since the last start, anywhere [0] and beside the
     # reservation [1]: a job asking as many or more finds none either, so a long queue is
     # walked in a few steps per job.
     no_room = [math.inf, math.inf]
     for job in ordered:
-        if not cluster.can_ever_fit(job.gpus):
+        if not can_ever_fit(job.gpus):
             decision.expire.append((job.id, f"asks for {job.gpus} GPUs but the queue now has only {cluster.gpus}"))
             continue
         reason = hopeless(job) if drop_first else ""
-        beside = reserved is not None and now + limit(job) > reserved.shadow
+        beside = reserved is not None and now + job.max_runtime > reserved.shadow
         machines = None
         if not reason and job.gpus < no_room[beside]:
             if not cluster.fits(job.gpus):
@@ -214,7 +213,7 @@ def walk(
         if machines is not None:
             decision.start.append(job.id)
             decision.placement[job.id] = machines
-            holders.append(Running(job.id, job.gpus, now, limit(job), machines))
+            holders.append(Running(job.id, job.gpus, now, job.max_runtime, machines))
             no_room = [math.inf, math.inf]
             continue
         reason = reason or hopeless(job)
@@ -225,7 +224,7 @@ def walk(
             if backfill == "stop":
                 break
             if backfill == "easy":
-                reserved = reserve(job, holders, cluster, now, end_of)
+                reserved = reserve(job, holders, cluster, now)
     return decision
 
 
@@ -347,6 +346,13 @@ E31_LONG_S = 24 * 3600.0  # a job expected to hold its GPUs longer than this is 
 E31_LONG_SHARE = 0.6  # long jobs that can wait start only while long jobs hold at most this share of the GPUs
 E31_LONG_SLACK = 0.5  # a long job can wait while its deadline leaves it this many run times of slack
 
+# How an expired job's run time was judged ("deadline can no longer be met: ... (<this>)").
+LEARNED_FROM_TEAM = "as its team's finished jobs suggest"
+LEARNED_FROM_UNDECLARED = (
+    "as jobs that declared no run time took here; give it an expected run time "
+    "(--expected-runtime) to be judged by that instead"
+)
+
 
 def expected_runtime(job: Pending, snap: Snapshot, q: float = 0.5) -> float:
     """What the job will take (with probability ``q``): what it declared, scaled by the q-quantile
@@ -444,12 +450,11 @@ def e31_walk(ordered: Sequence[Pending], snap: Snapshot) -> Decision:
             long_jobs.started(job.gpus)
         return ""
 
-    return walk(
-        ordered,
-        snap,
-        hopeless=lambda job: _late(job, now, expected_runtime(job, snap, E31_GIVE_UP), _learned_from(job)),
-        held_back=held_back,
-    )
+    def hopeless(job: Pending) -> str:
+        judged_by = LEARNED_FROM_TEAM if job.estimate else LEARNED_FROM_UNDECLARED
+        return _late(job, now, expected_runtime(job, snap, E31_GIVE_UP), judged_by)
+
+    return walk(ordered, snap, hopeless=hopeless, held_back=held_back)
 
 
 class LongJobs:
@@ -524,15 +529,6 @@ def _leaves_lane(job: Pending, expected: float, cluster: Cluster, base: int, lan
 def _can_wait(job: Pending, expected: float, now: float, margin: float) -> bool:
     """Whether the job would still make its deadline starting ``margin`` from now (always, without one)."""
     return job.deadline is None or job.deadline - expected - now > margin
-
-
-def _learned_from(job: Pending) -> str:
-    if job.estimate:
-        return "as its team's finished jobs suggest"
-    return (
-        "as jobs that declared no run time took here; give it an expected run time "
-        "(--expected-runtime) to be judged by that instead"
-    )
 
 
 POLICIES: dict[str, Policy] = {
