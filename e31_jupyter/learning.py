@@ -10,6 +10,9 @@ from collections import deque
 from typing import Sequence
 
 
+KEPT_RUNTIMES = 100_000  # run times a team's cache keeps between its finished jobs; then it starts afresh
+
+
 class RuntimeModel:
     """What finished jobs teach about run times, from the latest ``window`` jobs per team and over
     everyone: the ratio of each job's actual run time to what it declared (``Pending.estimate``),
@@ -31,23 +34,40 @@ class RuntimeModel:
         self._declared: dict[str | None, deque[float]] = {}  # actual / declared
         self._windows: dict[str | None, deque[float]] = {}  # actual / deadline window
         self._undeclared: dict[str | None, deque[float]] = {}  # actual, of jobs that declared nothing
+        # Worked out from the samples, per team, and kept while the samples they come from stand
+        # (``_forget``): a queue asks again for every waiting job on every pass.
         self._cache: dict[str | None, tuple[list[float], tuple[float, float] | None]] = {}  # see _learned
-        self._undeclared_cache: dict[str | None, list[float]] = {}  # sorted, kept until the next observe
+        self._undeclared_cache: dict[str | None, list[float]] = {}  # sorted
+        self._runtimes: dict[str | None, dict[tuple[float, float | None, float], float]] = {}  # see runtime
 
     def observe(self, team: str, declared_s: float, actual_s: float, deadline_window_s: float | None = None) -> None:
         """One finished job: what it declared (0: nothing), what it took, and (optional) how long
         its deadline left it from submit."""
-        self._add(self._declared, team, declared_s, actual_s)
-        self._add(self._windows, team, deadline_window_s or 0.0, actual_s)
+        if self._add(self._declared, team, declared_s, actual_s) | self._add(
+            self._windows, team, deadline_window_s or 0.0, actual_s
+        ):
+            self._forget(team, (self._cache, self._runtimes), (self._declared, self._windows))
         if declared_s <= 0:
             self._add(self._undeclared, team, 1.0, actual_s)
-        self._cache.clear()
-        self._undeclared_cache.clear()
+            self._forget(team, (self._undeclared_cache,), (self._undeclared,))
 
-    def _add(self, samples: dict[str | None, deque[float]], team: str, base_s: float, actual_s: float) -> None:
-        if base_s > 0:
-            for key in (team, None):
-                samples.setdefault(key, deque(maxlen=self.window)).append(actual_s / base_s)
+    def _add(self, samples: dict[str | None, deque[float]], team: str, base_s: float, actual_s: float) -> bool:
+        if base_s <= 0:
+            return False
+        for key in (team, None):
+            samples.setdefault(key, deque(maxlen=self.window)).append(actual_s / base_s)
+        return True
+
+    def _forget(self, team: str, caches: Sequence[dict], sources: Sequence[dict[str | None, deque[float]]]) -> None:
+        """``team``'s samples in ``sources`` changed, and so everyone's: drop what ``caches`` keep
+        for it, for everyone, and for every team that borrows everyone's (too few of its own)."""
+        for cache in caches:
+            stale = [key for key in cache if key is None or key == team or self._borrows(key, sources)]
+            for key in stale:
+                del cache[key]
+
+    def _borrows(self, team: str, sources: Sequence[dict[str | None, deque[float]]]) -> bool:
+        return any(len(samples.get(team, ())) < self.min_samples for samples in sources)
 
     def ratio(self, team: str | None, q: float) -> float:
         """The q-quantile of actual / declared run time for the team's jobs (None: everyone's)."""
@@ -60,10 +80,23 @@ class RuntimeModel:
         window (all of them when the job has no deadline, or fewer than ``min_samples`` agree).
         A job that declared nothing (``declared_s`` 0) goes by the run times of finished jobs that
         declared nothing either; 0 while there are none.
-        Called for every waiting job on every pass, so it is a few lookups and two bisections."""
+        Asked for every waiting job on every pass: what it works out is kept until a job of the
+        team ends (or any job, for a team that borrows everyone's samples)."""
         if declared_s <= 0:
             durations = self._undeclared_durations(team)
             return quantile(durations, q) if durations else 0.0
+        known = self._runtimes.get(team)
+        if known is None:
+            known = self._runtimes[team] = {}
+        asked = (declared_s, deadline_window_s, q)
+        runtime = known.get(asked)
+        if runtime is None:
+            if len(known) >= KEPT_RUNTIMES:
+                known.clear()
+            runtime = known[asked] = self._runtime(team, declared_s, deadline_window_s, q)
+        return runtime
+
+    def _runtime(self, team: str, declared_s: float, deadline_window_s: float | None, q: float) -> float:
         ratios, bounds = self._learned(team)
         if not ratios:
             return declared_s

@@ -443,6 +443,30 @@ def test_the_runtime_model_learns_per_team_and_borrows_when_a_team_is_new():
     assert runtimes.ratio("x", 0.5) == runtimes.ratio(None, 0.5)
 
 
+def test_the_runtime_model_answers_as_if_it_had_just_learned_everything():
+    """It keeps what it works out between finished jobs: after each one, its answers for every
+    team (one with its own samples, one that borrows everyone's, one about to have enough of its
+    own, one never seen) are those of a model that saw the same jobs and was never asked before."""
+    rng = random.Random(3)
+    seen: list[tuple] = []
+    kept = RuntimeModel(window=30, min_samples=5)
+    asked = [(team, declared, window) for team in ("big", "small", "growing", "never") for declared, window in
+             ((100.0, 150.0), (100.0, None), (300.0, 240.0), (0.0, None), (0.0, 150.0))]  # fmt: skip
+    for i in range(120):
+        team = "big" if i % 3 else rng.choice(["small", "growing"] if i < 60 else ["growing"])
+        declared = rng.choice([0.0, 50.0, 100.0, 200.0])
+        finished = (team, declared, rng.uniform(10, 150), rng.choice([None, rng.uniform(60, 400)]))
+        kept.observe(*finished)
+        seen.append(finished)
+        fresh = RuntimeModel(window=30, min_samples=5)
+        for job in seen:
+            fresh.observe(*job)
+        for team, declared, window in asked:
+            for q in (0.25, 0.5):
+                assert kept.runtime(team, declared, window, q) == fresh.runtime(team, declared, window, q), (i, team)
+        assert [kept.ratio(t, 0.5) for t in ("small", None)] == [fresh.ratio(t, 0.5) for t in ("small", None)]
+
+
 def _learned_with_windows(spread_of_windows: float = 1.0, windows: bool = True) -> RuntimeModel:
     """100 finished jobs that took 0.34-1.0 of their declared 100 s and, independently of that,
     0.34-0.83 of their deadline window (x ``spread_of_windows`` at the wide end)."""
