@@ -42,10 +42,16 @@ class JobDir:
 
 def write_json_atomic(path: Path, data) -> None:
     """Write JSON so that a reader sees the old file or the new one, never half of one."""
+    write_text_atomic(path, json.dumps(data))
+
+
+def write_text_atomic(path: Path, text: str) -> None:
+    """Write ``text`` (UTF-8) beside ``path``, then put it in its place: a reader, or a process
+    killed mid-write, finds the old file whole or the new one, never half of one."""
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
     try:
-        with os.fdopen(fd, "w") as f:
-            json.dump(data, f)
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(text)
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)

@@ -17,8 +17,9 @@ import sys
 import tempfile
 import threading
 import time
+from pathlib import Path
 
-from .jobdir import JobDir, write_json_atomic
+from .jobdir import JobDir, write_json_atomic, write_text_atomic
 from .outputs import collect_files, snapshot, write_reports
 from .text import format_size
 
@@ -81,6 +82,20 @@ def _progress_engine(progress: Progress):
     return ProgressEngine
 
 
+def save_notebooks_whole(folder: Path) -> None:
+    """Papermill saves the executed notebook after every cell by rewriting it in place: a worker
+    killed during a save (a SIGKILL, the machine going down) would leave half a notebook, and the
+    cells that ran would be lost with it. Under ``folder`` its saves replace the file instead.
+    (Papermill picks an I/O handler by the path's prefix.)"""
+    from papermill.iorw import LocalHandler, papermill_io
+
+    class WholeSaves(LocalHandler):
+        def write(self, buf: str, path: str) -> None:
+            write_text_atomic(Path(path), buf)
+
+    papermill_io.register(str(folder), WholeSaves())
+
+
 def _unix_socket_kernels(folder: str):
     """A kernel manager whose kernel talks over unix sockets in ``folder``. Over TCP, the client
     picks free ports and the kernel binds them a moment later: two jobs starting at once can take
@@ -126,7 +141,8 @@ def _on_sigterm(signum, frame):
 def run(jobdir: JobDir) -> dict:
     """Execute the job; returns the result manifest (also written to manifest.json)."""
     spec = jobdir.read_json(jobdir.spec)
-    os.environ["E31_JOB_DIR"] = str(jobdir.path.resolve())  # the kernel finds its inputs here
+    jobdir = JobDir(jobdir.path.resolve())
+    os.environ["E31_JOB_DIR"] = str(jobdir.path)  # the kernel finds its inputs here
     started_at = time.time()
     write_json_atomic(jobdir.baseline, snapshot(jobdir.work))
     status, reason = "failed", ""
@@ -139,6 +155,7 @@ def run(jobdir: JobDir) -> dict:
         cells = len(nbformat.read(jobdir.input_notebook, as_version=4).cells)
         progress.write(cells_total=cells + (1 if spec["parameters"] else 0))  # + injected cell
         papermill_engines.register("e31", _progress_engine(progress))
+        save_notebooks_whole(jobdir.path)
         remove_orphaned_sockets()
         sockets = tempfile.mkdtemp(prefix=f"{SOCKETS_PREFIX}{os.getpid()}-")
         try:

@@ -1,4 +1,5 @@
-"""The worker cleans up after workers that were killed before they could."""
+"""The worker cleans up after workers that were killed before they could, and saves the
+executed notebook so that a worker killed mid-save leaves the last whole one."""
 
 from __future__ import annotations
 
@@ -6,7 +7,11 @@ import os
 import subprocess
 import sys
 
-from e31_jupyter.worker import SOCKETS_PREFIX, remove_orphaned_sockets
+import nbformat
+import pytest
+from papermill.iorw import write_ipynb
+
+from e31_jupyter.worker import SOCKETS_PREFIX, remove_orphaned_sockets, save_notebooks_whole
 
 
 def test_socket_folders_of_dead_workers_are_removed_and_live_ones_kept(tmp_path):
@@ -21,3 +26,19 @@ def test_socket_folders_of_dead_workers_are_removed_and_live_ones_kept(tmp_path)
     remove_orphaned_sockets(str(tmp_path))
     assert not orphaned.exists()
     assert live.exists() and unrelated.exists()
+
+
+def test_a_save_cut_short_leaves_the_last_whole_notebook(tmp_path):
+    """Papermill saves the executed notebook after every cell. A save cut short (here by text
+    that cannot be written as UTF-8; in life by a SIGKILL) must leave the previous save whole,
+    not a truncated file that loses every cell that ran (papermill's own save rewrites in place)."""
+    job = tmp_path / "job"
+    job.mkdir()
+    executed = job / "executed.ipynb"
+    save_notebooks_whole(job)
+    write_ipynb(nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("x = 1")]), str(executed))
+    cut_short = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("x = 1"), nbformat.v4.new_markdown_cell("\udc80")])
+    with pytest.raises(UnicodeEncodeError):
+        write_ipynb(cut_short, str(executed))
+    assert [cell.source for cell in nbformat.read(executed, as_version=4).cells] == ["x = 1"]
+    assert [p.name for p in job.iterdir()] == ["executed.ipynb"]  # nothing half-written left beside it
