@@ -43,9 +43,9 @@ class RuntimeModel:
     def observe(self, team: str, declared_s: float, actual_s: float, deadline_window_s: float | None = None) -> None:
         """One finished job: what it declared (0: nothing), what it took, and (optional) how long
         its deadline left it from submit."""
-        if self._add(self._declared, team, declared_s, actual_s) | self._add(
-            self._windows, team, deadline_window_s or 0.0, actual_s
-        ):
+        declared = self._add(self._declared, team, declared_s, actual_s)
+        windowed = self._add(self._windows, team, deadline_window_s or 0.0, actual_s)
+        if declared or windowed:
             self._forget(team, (self._cache, self._runtimes), (self._declared, self._windows))
         if declared_s <= 0:
             self._add(self._undeclared, team, 1.0, actual_s)
