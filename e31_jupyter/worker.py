@@ -141,6 +141,8 @@ def _on_sigterm(signum, frame):
 def run(jobdir: JobDir) -> dict:
     """Execute the job; returns the result manifest (also written to manifest.json)."""
     spec = jobdir.read_json(jobdir.spec)
+    # Absolute: papermill runs the notebook in the work folder, and its saves are told apart by
+    # the job folder's path (save_notebooks_whole).
     jobdir = JobDir(jobdir.path.resolve())
     os.environ["E31_JOB_DIR"] = str(jobdir.path)  # the kernel finds its inputs here
     started_at = time.time()
