@@ -460,31 +460,28 @@ def e31_walk(ordered: Sequence[Pending], snap: Snapshot) -> Decision:
 class LongJobs:
     """The GPUs long jobs (expected over E31_LONG_S, one machine at most) hold during a pass, and
     the most they may hold while they can wait. Counted on first use: most passes start no long
-    job, and counting asks the run-time model about every running job."""
+    job, and counting goes through every running job."""
 
     def __init__(self, snap: Snapshot):
         self.snap = snap
         self.share = E31_LONG_SHARE if snap.long_share is None else snap.long_share
         self.limit = self.share * snap.cluster.gpus
-        self._ratios: dict[str, float] = {}
 
     @cached_property
     def held(self) -> int:
-        snap, machine = self.snap, self.snap.cluster.machine_gpus
-        return sum(r.gpus for r in snap.running if r.gpus <= machine and self._expected(r) > E31_LONG_S)
-
-    def _expected(self, job: Running) -> float:
-        """What a running job was expected to take, as ``expected_runtime`` without a deadline
-        (declared x the team's median actual / declared), with each team's ratio looked up once."""
-        model = self.snap.runtimes
-        if job.estimate <= 0:
-            whole = model.runtime(job.team, 0.0, None, 0.5)
-        else:
-            ratio = self._ratios.get(job.team)
-            if ratio is None:
-                ratio = self._ratios[job.team] = model.ratio(job.team, 0.5)
-            whole = job.estimate * ratio
-        return min(whole, job.max_runtime)
+        """A running job counts when it is long by what it was expected to take, as
+        ``expected_runtime`` without a deadline: declared x its team's median actual / declared,
+        or what jobs that declared nothing took; never more than its limit, so a job whose limit
+        is a day or less never counts. Each team's figures are looked up once: a replay counts
+        hundreds of running jobs on most of its passes."""
+        machine, model = self.snap.cluster.machine_gpus, self.snap.runtimes
+        maybe = [r for r in self.snap.running if r.gpus <= machine and r.max_runtime > E31_LONG_S]
+        teams = {r.team for r in maybe}
+        ratio = {team: model.ratio(team, 0.5) for team in teams}
+        undeclared = {team: model.runtime(team, 0.0, None, 0.5) for team in teams}
+        return sum(
+            r.gpus for r in maybe if (r.estimate * ratio[r.team] if r.estimate > 0 else undeclared[r.team]) > E31_LONG_S
+        )
 
     def admit(self, gpus: int) -> bool:
         """Whether a long job of ``gpus`` may start; the first always may, however many it asks

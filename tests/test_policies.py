@@ -398,6 +398,29 @@ def test_the_share_goes_by_learned_run_times_not_declared_ones():
     assert decide("e31", [declared_long], snap).start == ["declared_long"]
 
 
+def test_the_share_counts_a_running_job_by_what_it_was_expected_to_take_and_never_past_its_limit():
+    long_job = pending("long", 4, max_runtime=2 * DAY)  # no deadline: it can always wait
+    free = [0, 0, 0, 8, 8]  # 40 GPUs, 24 of them held by the running jobs below
+
+    # Jobs that declared no run time count by what such jobs took here.
+    undeclared = [Running(f"u{m}", 8, NOW - 10, 4 * DAY, (m,), 0.0) for m in range(3)]
+    took_days, took_an_hour = RuntimeModel(), RuntimeModel()
+    for _ in range(20):
+        took_days.observe("", 0.0, 3 * DAY)
+        took_an_hour.observe("", 0.0, 3600.0)
+    assert decide("e31", [long_job], snapshot(free, undeclared, runtimes=took_days)).start == []
+    assert decide("e31", [long_job], snapshot(free, undeclared, runtimes=took_an_hour)).start == ["long"]
+
+    # Jobs that declared 20 h, where jobs take twice what they declare: 40 h, but not past a limit of 22 h.
+    twice = RuntimeModel()
+    for _ in range(20):
+        twice.observe("", 100.0, 200.0)
+    limited = [Running(f"l{m}", 8, NOW - 10, 22 * 3600, (m,), 20 * 3600) for m in range(3)]
+    unlimited = [replace(r, max_runtime=4 * DAY) for r in limited]
+    assert decide("e31", [long_job], snapshot(free, limited, runtimes=twice)).start == ["long"]
+    assert decide("e31", [long_job], snapshot(free, unlimited, runtimes=twice)).start == []
+
+
 def test_e31_serves_a_team_under_its_share_before_one_over_it():
     jobs = [pending("heavy", deadline=NOW + 1000, team="heavy"), pending("light", deadline=NOW + 1000, team="light")]
     snap = snapshot([8], usage={"heavy": 9e6, "light": 1e6})
