@@ -197,19 +197,19 @@ def walk(
             continue
         reason = hopeless(job) if drop_first else ""
         beside = reserved is not None and now + job.max_runtime > reserved.shadow
-        machines = None
+        machines, waits_for = None, ""  # waits_for: why it waits though GPUs for it are free
         if not reason and job.gpus < no_room[beside]:
             if not cluster.fits(job.gpus):
                 no_room = [min(no_room[0], job.gpus), min(no_room[1], job.gpus)]
             elif held_back is not None and (why := held_back(job, cluster)):
-                decision.held_back[job.id] = why
+                waits_for = why
             else:
                 machines = _place(job, cluster, reserved if beside else None)
                 if machines is None:  # no place beside the reservation
                     no_room[1] = min(no_room[1], job.gpus)
-                    decision.held_back[job.id] = reserved.behind
+                    waits_for = reserved.behind
         elif not reason and beside and job.gpus < no_room[0] and cluster.fits(job.gpus):
-            decision.held_back[job.id] = reserved.behind
+            waits_for = reserved.behind
         if machines is not None:
             decision.start.append(job.id)
             decision.placement[job.id] = machines
@@ -219,8 +219,10 @@ def walk(
         reason = reason or hopeless(job)
         if reason:
             decision.expire.append((job.id, reason))
-            decision.held_back.pop(job.id, None)
-        elif reserved is None and not cluster.fits(job.gpus):
+            continue
+        if waits_for:
+            decision.held_back[job.id] = waits_for
+        if reserved is None and not cluster.fits(job.gpus):
             if backfill == "stop":
                 break
             if backfill == "easy":
@@ -255,8 +257,8 @@ def _late(job: Pending, now: float, runtime: float, what: str) -> str:
     if job.deadline is None or now + runtime <= job.deadline:
         return ""
     return (
-        f"deadline can no longer be met: the job needs about {runtime:.0f}s of run time ({what}) "
-        f"and would end {now + runtime - job.deadline:.0f}s after its deadline"
+        f"deadline can no longer be met: the job needs about {round(runtime)}s of run time ({what}) "
+        f"and would end {round(now + runtime - job.deadline)}s after its deadline"
     )
 
 
