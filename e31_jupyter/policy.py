@@ -168,6 +168,7 @@ def walk(
     hopeless: Callable[[Pending], str] = lambda job: "",
     drop_first: bool = False,
     held_back: Callable[[Pending, Cluster], str] | None = None,
+    started: Callable[[Pending], None] | None = None,
 ) -> Decision:
     """Start jobs in order while they fit.
 
@@ -181,6 +182,7 @@ def walk(
     asked before the job may start. ``held_back`` may keep a job that fits from starting, by
     giving the reason (no reservation is made for it). Every job that waits though there are
     GPUs for it gets the reason in ``Decision.held_back``: the policy's, or the reservation's.
+    ``started`` is told of each job that starts, once it has its GPUs.
     """
     decision = Decision()
     now, cluster = snap.now, snap.cluster.copy()
@@ -215,6 +217,8 @@ def walk(
             decision.placement[job.id] = machines
             holders.append(Running(job.id, job.gpus, now, job.max_runtime, machines))
             no_room = [math.inf, math.inf]
+            if started is not None:
+                started(job)
             continue
         reason = reason or hopeless(job)
         if reason:
@@ -440,34 +444,42 @@ def e31_walk(ordered: Sequence[Pending], snap: Snapshot) -> Decision:
         if job.gpus > cluster.machine_gpus:
             return ""
         expected = expected_runtime(job, snap)
-        is_long = expected > E31_LONG_S
-        if is_long and _can_wait(job, expected, now, E31_LONG_SLACK * expected) and not long_jobs.admit(job.gpus):
+        long_and_can_wait = expected > E31_LONG_S and _can_wait(job, expected, now, E31_LONG_SLACK * expected)
+        if long_and_can_wait and not long_jobs.admit(job.gpus):
             return long_jobs.reason(job, expected)
         if not _leaves_lane(job, expected, cluster, base, lane, now):
             return (
                 f"the last {lane} GPUs are kept for short and urgent jobs, and it is "
                 f"expected to run {expected / 3600:.1f} h and is not urgent"
             )
-        if is_long:
-            long_jobs.started(job.gpus)
+        if expected > E31_LONG_S:
+            long_jobs.let_in(job.gpus)
         return ""
+
+    def started(job: Pending) -> None:
+        if job.gpus <= snap.cluster.machine_gpus and expected_runtime(job, snap) > E31_LONG_S:
+            long_jobs.started(job.gpus)
 
     def hopeless(job: Pending) -> str:
         judged_by = LEARNED_FROM_TEAM if job.estimate else LEARNED_FROM_UNDECLARED
         return _late(job, now, expected_runtime(job, snap, E31_GIVE_UP), judged_by)
 
-    return walk(ordered, snap, hopeless=hopeless, held_back=held_back)
+    return walk(ordered, snap, hopeless=hopeless, held_back=held_back, started=started)
 
 
 class LongJobs:
     """The GPUs long jobs (expected over E31_LONG_S, one machine at most) hold during a pass, and
-    the most they may hold while they can wait. Counted on first use: most passes start no long
-    job, and counting goes through every running job."""
+    the most they may hold while they can wait. The share goes in line order: a long job let in
+    keeps its part for the rest of the pass even when it finds no place yet (the only GPUs for
+    it are those the reservation will need), so a long job behind it in line cannot take the
+    share first and keep it for days. Counted on first use: most passes start no long job, and
+    counting goes through every running job."""
 
     def __init__(self, snap: Snapshot):
         self.snap = snap
         self.share = E31_LONG_SHARE if snap.long_share is None else snap.long_share
         self.limit = self.share * snap.cluster.gpus
+        self.kept = 0  # GPUs of long jobs let in this pass that found no place yet
 
     @cached_property
     def held(self) -> int:
@@ -489,14 +501,19 @@ class LongJobs:
         """Whether a long job of ``gpus`` may start; the first always may, however many it asks
         for, so a small cluster still runs its long jobs one by one. Without short jobs in the
         last day there is nothing to turn the GPUs over for, so any may."""
-        return self.held == 0 or self.held + gpus <= self.limit or not self._short_jobs_lately
+        taken = self.held + self.kept
+        return taken == 0 or taken + gpus <= self.limit or not self._short_jobs_lately
 
     @property
     def _short_jobs_lately(self) -> bool:
         demand = self.snap.demand
         return demand is None or demand.came_lately(self.snap.now)
 
+    def let_in(self, gpus: int) -> None:
+        self.kept += gpus
+
     def started(self, gpus: int) -> None:
+        self.kept -= gpus
         self.held += gpus
 
     def reason(self, job: Pending, expected: float) -> str:
@@ -508,11 +525,11 @@ class LongJobs:
             until += f", or a day after the last short job came (in {hours:.1f} h if no other comes)"
         if job.deadline is not None:
             until += ", or as its deadline draws near"
+        kept = f" and {self.kept} more are kept for such jobs ahead of it in line" if self.kept else ""
         return (
-            f"jobs expected to run over {E31_LONG_S / 3600:.0f} h already hold "
-            f"{self.held} GPUs, and such jobs may hold at most {share} while they can wait and short jobs "
-            f"keep coming; it is expected to run "
-            f"{expected / 3600:.1f} h and starts when {until}"
+            f"jobs expected to run over {E31_LONG_S / 3600:.0f} h already hold {self.held} GPUs{kept}, "
+            f"and such jobs may hold at most {share} while they can wait and short jobs keep coming; "
+            f"it is expected to run {expected / 3600:.1f} h and starts when {until}"
         )
 
 

@@ -373,6 +373,29 @@ def test_the_share_is_said_in_whole_gpus():
     assert held.start == [] and "may hold at most 60% of the GPUs (3)" in held.held_back["long"]
 
 
+def test_a_long_job_let_in_keeps_its_part_of_the_share_while_it_waits_for_the_reservation():
+    """24 GPUs, long jobs may hold 45% (10.8): 6 held. "first" (4) is let in (10), but the only
+    machine with room for it is the one kept for "big", first in line; it does not start, and
+    "second" (2), behind it in line, may not take the share before it: 10 + 2 > 10.8."""
+    running = [
+        Running("days", 6, NOW - 10, 4 * DAY, (0,), 4 * DAY),  # long: holds 6 of the share
+        Running("hour", 2, NOW - 10, 3600, (1,), 3600),  # ends first: "big" gets machine 1
+        Running("hours", 8, NOW - 10, 10 * 3600, (2,), 10 * 3600),
+    ]
+    snap = snapshot([2, 6, 0], running)
+    snap.long_share = 0.45
+    big = pending("big", 8, max_runtime=3600, deadline=NOW + 7200)
+    first = pending("first", 4, max_runtime=2 * DAY, deadline=NOW + 5 * DAY)
+    second = pending("second", 2, max_runtime=2 * DAY, deadline=NOW + 6 * DAY)
+    decision = decide("e31", [big, first, second], snap)
+    assert decision.start == [] and decision.expire == []
+    assert "when big, first in line, is due to start" in decision.held_back["first"]
+    said = decision.held_back["second"]
+    assert "already hold 6 GPUs and 4 more are kept for such jobs ahead of it in line, and such jobs" in said
+    assert "may hold at most 45% of the GPUs (10)" in said
+    assert decide("e31", [big, second], snap).start == ["second"]  # 6 + 2: on machine 0, beside "days"
+
+
 def test_the_share_counts_long_jobs_started_in_the_same_pass():
     first, second = (pending(name, 4, max_runtime=2 * DAY, deadline=NOW + 5 * DAY) for name in ("first", "second"))
     assert decide("e31", [first, second], _long_jobs_hold(20)).start == ["first"]  # 20 + 4, then 24 + 4 > 24
