@@ -199,19 +199,19 @@ def walk(
             continue
         reason = hopeless(job) if drop_first else ""
         beside = reserved is not None and now + job.max_runtime > reserved.shadow
-        machines, waits_for = None, ""  # waits_for: why it waits though GPUs for it are free
+        machines = None
         if not reason and job.gpus < no_room[beside]:
             if not cluster.fits(job.gpus):
                 no_room = [min(no_room[0], job.gpus), min(no_room[1], job.gpus)]
             elif held_back is not None and (why := held_back(job, cluster)):
-                waits_for = why
+                decision.held_back[job.id] = why
             else:
                 machines = _place(job, cluster, reserved if beside else None)
                 if machines is None:  # no place beside the reservation
                     no_room[1] = min(no_room[1], job.gpus)
-                    waits_for = reserved.behind
+                    decision.held_back[job.id] = reserved.behind
         elif not reason and beside and job.gpus < no_room[0] and cluster.fits(job.gpus):
-            waits_for = reserved.behind
+            decision.held_back[job.id] = reserved.behind
         if machines is not None:
             decision.start.append(job.id)
             decision.placement[job.id] = machines
@@ -223,10 +223,8 @@ def walk(
         reason = reason or hopeless(job)
         if reason:
             decision.expire.append((job.id, reason))
-            continue
-        if waits_for:
-            decision.held_back[job.id] = waits_for
-        if reserved is None and not cluster.fits(job.gpus):
+            decision.held_back.pop(job.id, None)
+        elif reserved is None and not cluster.fits(job.gpus):
             if backfill == "stop":
                 break
             if backfill == "easy":
