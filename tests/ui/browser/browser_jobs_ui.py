@@ -66,6 +66,15 @@ def gate(lab, name: str) -> str:
     return str(lab.root / f"gate-{name}")
 
 
+def settled(dialog) -> None:
+    """Wait until a submit or change dialog has moved the focus to its GPUs field, as it does
+    once its form has rendered. Text typed into another field before then can land in the GPUs
+    field (Playwright focuses a field, then types in a second step): the submit dialog's number
+    field turns invalid and JupyterLab's dialog disables its accept button for good (seen in CI:
+    "locator resolved to <button disabled ...>"); the change dialog's form refuses the GPUs."""
+    expect(dialog.locator('input[name="gpus"]')).to_be_focused()
+
+
 def closes_once_saved(dialog) -> None:
     """The dialog closes when the server has taken the submit or change; a slow machine gets
     15 s, and a dialog left open says why (its error, if the server refused)."""
@@ -102,6 +111,7 @@ def test_submit_with_a_changed_parameter_queue_run_notify_and_open_results(lab, 
     expect(dialog.locator('input[name="gpus"]')).to_have_attribute("max", "2")
     expect(dialog.locator('input[name="param-epochs"]')).to_have_value("3")
     expect(dialog.locator('input[name="param-label"]')).to_have_value("baseline")
+    settled(dialog)
     dialog.locator('input[name="name"]').fill("ui-train")
     dialog.locator('input[name="team"]').fill("vision")
     dialog.locator('input[name="param-label"]').fill("changed-by-ui")
@@ -231,6 +241,7 @@ def test_a_job_is_set_to_run_after_another_in_the_dialog_and_says_what_it_waits_
     item.click(button="right")
     page.locator(".lm-Menu-item").filter(has_text="Submit as GPU Job…").click()
     dialog = page.locator(".e31-SubmitDialog")
+    settled(dialog)
     choice = dialog.locator(".e31-AfterField-choice").filter(has_text=f"job {hexpart}")
     # Eight active jobs came after it: it is listed once the older ones are asked for.
     expect(dialog.locator(".e31-AfterField-choice")).to_have_count(AFTER_CHOICES)
@@ -295,6 +306,7 @@ def test_an_impossible_deadline_shows_the_servers_message_and_the_dialog_stays_o
     item.click(button="right")
     page.locator(".lm-Menu-item").filter(has_text="Submit as GPU Job…").click()
     expect(dialog.locator(".e31-SubmitForm-source")).to_contain_text("deadline.ipynb")
+    settled(dialog)
     dialog.locator('input[name="deadline"]').fill("2001-01-01T00:00")
     dialog.locator(".jp-Dialog-button.jp-mod-accept").click()
 
@@ -321,6 +333,7 @@ def test_an_impossible_deadline_shows_the_servers_message_and_the_dialog_stays_o
     page.get_by_role("button", name="Resubmit…").click()
     expect(dialog.locator('input[name="deadline"]')).to_have_value("")
     expect(dialog.locator('input[name="param-n"]')).to_have_value("7")
+    settled(dialog)
     dialog.locator('input[name="gpus"]').fill("0")
     expect(dialog.locator(".e31-SubmitForm-forecast")).to_have_text(re.compile(r"^Would start now"))  # the server's check
     dialog.locator(".jp-Dialog-button.jp-mod-accept").click()
@@ -350,6 +363,7 @@ def test_a_queued_job_is_changed_in_place_from_its_detail_view(lab, api, context
     dialog = page.locator(".e31-ChangeDialog")
     expect(dialog.locator('input[name="gpus"]')).to_have_value("2")
     expect(dialog.locator('input[name="maxRuntime"]')).to_have_value("2h")
+    settled(dialog)
 
     # What the form can tell: marked at the field, nothing sent, the dialog stays open.
     dialog.locator('input[name="gpus"]').fill("two")
@@ -412,7 +426,7 @@ def test_a_file_left_behind_is_named_and_the_dialogs_data_brings_it(lab, api, co
     # Submitted as it is open: the server knows its folder and names the file the job lacks,
     # in the dialog before anything is submitted, and again when it is.
     page.locator(".e31-SubmitButton").click()
-    expect(dialog.locator('input[name="gpus"]')).to_be_focused()  # the dialog is done moving the focus
+    settled(dialog)
     outlook = dialog.locator(".e31-SubmitForm-outlook")
     expect(outlook.locator(".e31-SubmitForm-warning")).to_contain_text("'inputs/rows.csv'")
     expect(outlook.locator(".e31-SubmitForm-forecast")).to_have_text(re.compile(r"^Would (start now|wait at position)"))
@@ -437,7 +451,7 @@ def test_a_file_left_behind_is_named_and_the_dialogs_data_brings_it(lab, api, co
 
     # The dialog's Data field, next to the notebook, brings it.
     page.locator(".e31-SubmitButton").click()
-    expect(dialog.locator('input[name="gpus"]')).to_be_focused()
+    settled(dialog)
     dialog.locator('input[name="name"]').fill("with-data")
     dialog.locator('input[name="data"]').fill("inputs")
     dialog.locator(".jp-Dialog-button.jp-mod-accept").click()
