@@ -49,6 +49,8 @@ def test_worker_killed_mid_cell_fails_releases_and_keeps_partial_work(server, cl
     partly executed notebook and the log kept, nothing of the job left running."""
     job = client.submit(path=str(write_notebook(tmp_path / "slow.ipynb", *SLOW_CELLS)), gpus=2)
     _wait_for_cell(client, job["id"], 1)
+    # Mid-cell: papermill logs the second cell's start a moment after the first cell counts as done.
+    wait_for(lambda: "Executing Cell 2" in client.log_tail(job["id"], 100), what="the second cell to start")
     _worker_of(server, job["id"]).send_signal(signal.SIGKILL)
     job = wait_state(client, job["id"], "failed", timeout=20)
     assert "killed by SIGKILL" in job["reason"]
