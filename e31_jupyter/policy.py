@@ -442,27 +442,23 @@ def e31_walk(ordered: Sequence[Pending], snap: Snapshot) -> Decision:
         if job.gpus > cluster.machine_gpus:
             return ""
         expected = expected_runtime(job, snap)
-        long_and_can_wait = expected > E31_LONG_S and _can_wait(job, expected, now, E31_LONG_SLACK * expected)
-        if long_and_can_wait and not long_jobs.admit(job.gpus):
+        is_long = expected > E31_LONG_S
+        if is_long and _can_wait(job, expected, now, E31_LONG_SLACK * expected) and not long_jobs.admit(job.gpus):
             return long_jobs.reason(job, expected)
         if not _leaves_lane(job, expected, cluster, base, lane, now):
             return (
                 f"the last {lane} GPUs are kept for short and urgent jobs, and it is "
                 f"expected to run {expected / 3600:.1f} h and is not urgent"
             )
-        if expected > E31_LONG_S:
-            long_jobs.let_in(job.gpus)
+        if is_long:
+            long_jobs.let_in(job)
         return ""
-
-    def started(job: Pending) -> None:
-        if job.gpus <= snap.cluster.machine_gpus and expected_runtime(job, snap) > E31_LONG_S:
-            long_jobs.started(job.gpus)
 
     def hopeless(job: Pending) -> str:
         judged_by = LEARNED_FROM_TEAM if job.estimate else LEARNED_FROM_UNDECLARED
         return _late(job, now, expected_runtime(job, snap, E31_GIVE_UP), judged_by)
 
-    return walk(ordered, snap, hopeless=hopeless, held_back=held_back, started=started)
+    return walk(ordered, snap, hopeless=hopeless, held_back=held_back, started=long_jobs.started)
 
 
 class LongJobs:
@@ -477,7 +473,7 @@ class LongJobs:
         self.snap = snap
         self.share = E31_LONG_SHARE if snap.long_share is None else snap.long_share
         self.limit = self.share * snap.cluster.gpus
-        self.kept = 0  # GPUs of long jobs let in this pass that found no place yet
+        self._waiting: dict[str, int] = {}  # long jobs let in this pass that found no place yet: their GPUs
 
     @cached_property
     def held(self) -> int:
@@ -507,12 +503,17 @@ class LongJobs:
         demand = self.snap.demand
         return demand is None or demand.came_lately(self.snap.now)
 
-    def let_in(self, gpus: int) -> None:
-        self.kept += gpus
+    @property
+    def kept(self) -> int:
+        return sum(self._waiting.values())
 
-    def started(self, gpus: int) -> None:
-        self.kept -= gpus
-        self.held += gpus
+    def let_in(self, job: Pending) -> None:
+        self._waiting[job.id] = job.gpus
+
+    def started(self, job: Pending) -> None:
+        """Told of every job the walk starts: a long job let in now holds its GPUs."""
+        if job.id in self._waiting:
+            self.held += self._waiting.pop(job.id)
 
     def reason(self, job: Pending, expected: float) -> str:
         share = f"{self.share:.0%} of the GPUs ({math.floor(self.limit)})"  # a job holds whole GPUs
