@@ -16,8 +16,8 @@ policy's priorities can have moved (``refresh_s``), as Slurm does every Priority
 - ``backfill``: Slurm's way: multifactor priority (age, fair-share with a decaying usage
   half-life, a small-job factor), EASY backfill on declared max run time, and a pending job that
   can no longer end within its time limit before its deadline is dropped (``--deadline``).
-- ``e31``, the default: earliest deadline first with EASY backfill, jobs bigger than a machine
-  first; run times learned from finished jobs (their declared run times and deadline windows;
+- ``e31``, the default: earliest deadline first with EASY backfill, large jobs (more than
+  E31_LARGE_GPUS) first; run times learned from finished jobs (their declared run times and deadline windows;
   for a job that declared none, what such jobs took) decide when a job expires (more likely
   than not to miss); a lane of GPUs that long jobs which can wait leave to short and urgent
   ones, wider while short jobs keep coming; at most a share of the GPUs for jobs that run for
@@ -349,6 +349,10 @@ E31_GIVE_UP = 0.5  # a waiting job expires when it would miss even if it took th
 E31_LONG_S = 24 * 3600.0  # a job expected to hold its GPUs longer than this is long
 E31_LONG_SHARE = 0.6  # long jobs that can wait start only while long jobs hold at most this share of the GPUs
 E31_LONG_SLACK = 0.5  # a long job can wait while its deadline leaves it this many run times of slack
+# A job asking for more GPUs is large: first in line, exempt from the lane and the long jobs'
+# share. A count of GPUs, not the machine's size: the exemptions are affordable only while large
+# jobs are rare, and on machines of 4 GPUs the common 8-GPU job would otherwise be one.
+E31_LARGE_GPUS = 8
 
 # How an expired job's run time was judged ("deadline can no longer be met: ... (<this>)").
 LEARNED_FROM_TEAM = "as its team's finished jobs suggest"
@@ -377,11 +381,11 @@ def _learned_runtime(job: Pending, snap: Snapshot, q: float) -> float:
 
 
 def e31_priority(job: Pending, snap: Snapshot) -> tuple:
-    """Jobs bigger than one machine first, first come first served, so the first of them always
-    holds the reservation and a stream of small jobs cannot starve it. Then earliest deadline
+    """Large jobs (more than E31_LARGE_GPUS) first, first come first served, so the first of them
+    always holds the reservation and a stream of small jobs cannot starve it. Then earliest deadline
     first, a deadline moved later for a team that used more than its share of recent GPU time
     and earlier for one that used less (by up to 2 x E31_FAIR_SHARE expected run times)."""
-    if job.gpus > snap.cluster.machine_gpus:
+    if job.gpus > E31_LARGE_GPUS:
         return (-math.inf, job.submitted_at, job.id)
     if job.deadline is None:
         return (math.inf, job.submitted_at, job.id)
@@ -431,7 +435,7 @@ def e31_walk(ordered: Sequence[Pending], snap: Snapshot) -> Decision:
       too big to ever leave the lane free are exempt. While short jobs keep coming the lane is
       wider for very long jobs only.
 
-    Jobs bigger than a machine are exempt from both (they use whole machines, first come first
+    Large jobs (more than E31_LARGE_GPUS) are exempt from both (they come first, first come first
     served, and always hold the reservation).
     """
     now = snap.now
@@ -439,7 +443,7 @@ def e31_walk(ordered: Sequence[Pending], snap: Snapshot) -> Decision:
     long_jobs = LongJobs(snap)
 
     def held_back(job: Pending, cluster: Cluster) -> str:
-        if job.gpus > cluster.machine_gpus:
+        if job.gpus > E31_LARGE_GPUS:
             return ""
         expected = expected_runtime(job, snap)
         is_long = expected > E31_LONG_S
@@ -462,7 +466,7 @@ def e31_walk(ordered: Sequence[Pending], snap: Snapshot) -> Decision:
 
 
 class LongJobs:
-    """The GPUs long jobs (expected over E31_LONG_S, one machine at most) hold during a pass, and
+    """The GPUs long jobs (expected over E31_LONG_S, not large) hold during a pass, and
     the most they may hold while they can wait. The share goes in line order: a long job let in
     keeps its part for the rest of the pass even when it finds no place yet (the only GPUs for
     it are those the reservation will need), so a long job behind it in line cannot take the
@@ -482,8 +486,8 @@ class LongJobs:
         or what jobs that declared nothing took; never more than its limit, so a job whose limit
         is a day or less never counts. Each team's figures are looked up once: a replay counts
         hundreds of running jobs on most of its passes."""
-        machine, model = self.snap.cluster.machine_gpus, self.snap.runtimes
-        maybe = [r for r in self.snap.running if r.gpus <= machine and r.max_runtime > E31_LONG_S]
+        model = self.snap.runtimes
+        maybe = [r for r in self.snap.running if r.gpus <= E31_LARGE_GPUS and r.max_runtime > E31_LONG_S]
         teams = {r.team for r in maybe}
         ratio = {team: model.ratio(team, 0.5) for team in teams}
         undeclared = {team: model.runtime(team, 0.0, None, 0.5) for team in teams}

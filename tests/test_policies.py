@@ -349,6 +349,18 @@ def test_long_jobs_that_can_wait_hold_at_most_their_share_of_the_gpus():
     assert decide("e31", [long_job], _long_jobs_hold(24)).start == []
 
 
+def test_on_machines_of_4_gpus_long_jobs_of_8_count_in_the_share_and_are_held_by_it():
+    """An 8-GPU job takes two whole machines of 4, yet it is not large: long ones hold the share
+    (24 of 40 GPUs here), and one more that can wait is held back while a shorter one starts."""
+    days = [Running(f"days{i}", 8, NOW - 10, 4 * DAY, (2 * i, 2 * i + 1), 4 * DAY) for i in range(3)]
+    snap = snapshot([0] * 6 + [4] * 4, days, machine_gpus=4)
+    long_job = pending("long", 8, max_runtime=2 * DAY, deadline=NOW + 5 * DAY)
+    few_hours = pending("few_hours", 8, max_runtime=6 * 3600, deadline=NOW + 5 * DAY)
+    decision = decide("e31", [long_job, few_hours], snap)
+    assert decision.start == ["few_hours"] and decision.placement["few_hours"] in {(6, 7), (8, 9)}
+    assert "over 24 h already hold 24 GPUs, and such jobs may hold at most 60% of the GPUs (24)" in decision.held_back["long"]
+
+
 def test_the_share_holds_long_jobs_back_only_while_short_jobs_came_in_the_last_day():
     long_job = pending("long", 4, max_runtime=2 * DAY)  # no deadline: it could wait for ever
     quiet = _long_jobs_hold(24)
@@ -453,9 +465,15 @@ def test_e31_serves_a_team_under_its_share_before_one_over_it():
     assert [j.id for j in POLICIES["e31"].order(jobs, snap)] == ["heavy", "light"]
 
 
-def test_e31_puts_jobs_bigger_than_a_machine_first():
-    jobs = [pending("urgent", 1, deadline=NOW + 60), pending("big", 16, submitted=5, deadline=NOW + 10**6)]
-    assert [j.id for j in POLICIES["e31"].order(jobs, snapshot([8, 8]))] == ["big", "urgent"]
+@pytest.mark.parametrize("machine_gpus", [4, 8, 16])
+def test_e31_puts_large_jobs_first_whatever_size_the_machines_are(machine_gpus):
+    """Large means more than 8 GPUs: on machines of 16 a job of 12 fits one and still goes
+    first; on machines of 4 a job of 8 takes two and still waits its turn by deadline."""
+    urgent = pending("urgent", 1, deadline=NOW + 60)
+    large = pending("large", 12, submitted=5, deadline=NOW + 10**6)
+    eight = pending("eight", 8, submitted=5, deadline=NOW + 10**5)
+    snap = snapshot([machine_gpus] * (32 // machine_gpus), machine_gpus=machine_gpus)
+    assert [j.id for j in POLICIES["e31"].order([urgent, eight, large], snap)] == ["large", "urgent", "eight"]
 
 
 # -- Slurm's multifactor priority ------------------------------------------------------------------
