@@ -17,12 +17,12 @@ policy's priorities can have moved (``refresh_s``), as Slurm does every Priority
   half-life, a small-job factor), EASY backfill on declared max run time, and a pending job that
   can no longer end within its time limit before its deadline is dropped (``--deadline``).
 - ``e31``, the default: earliest deadline first with EASY backfill, large jobs (more than
-  E31_LARGE_GPUS) first; run times learned from finished jobs (their declared run times and deadline windows;
-  for a job that declared none, what such jobs took) decide when a job expires (more likely
-  than not to miss); a lane of GPUs that long jobs which can wait leave to short and urgent
-  ones, wider while short jobs keep coming; at most a share of the GPUs for jobs that run for
-  days while they can wait and short jobs came in the last day; a fair-share nudge. See
-  ``e31_priority``, ``e31_lanes``, ``LongJobs`` and ``e31_walk``.
+  E31_LARGE_GPUS) first; run times learned from finished jobs (their declared run times and
+  deadline windows; for a job that declared none, what such jobs took) decide when a job
+  expires (more likely than not to miss); a lane of GPUs that long jobs which can wait leave to
+  short and urgent ones, wider while short jobs keep coming; at most a share of the GPUs for
+  jobs that run for days while they can wait and short jobs came in the last day; a fair-share
+  nudge. See ``e31_priority``, ``e31_lanes``, ``LongJobs`` and ``e31_walk``.
 """
 
 from __future__ import annotations
@@ -382,9 +382,9 @@ def _learned_runtime(job: Pending, snap: Snapshot, q: float) -> float:
 
 def e31_priority(job: Pending, snap: Snapshot) -> tuple:
     """Large jobs (more than E31_LARGE_GPUS) first, first come first served, so the first of them
-    always holds the reservation and a stream of small jobs cannot starve it. Then earliest deadline
-    first, a deadline moved later for a team that used more than its share of recent GPU time
-    and earlier for one that used less (by up to 2 x E31_FAIR_SHARE expected run times)."""
+    always holds the reservation and a stream of small jobs cannot starve it. Then earliest
+    deadline first, a deadline moved later for a team that used more than its share of recent
+    GPU time and earlier for one that used less (by up to 2 x E31_FAIR_SHARE expected run times)."""
     if job.gpus > E31_LARGE_GPUS:
         return (-math.inf, job.submitted_at, job.id)
     if job.deadline is None:
