@@ -13,6 +13,7 @@ import os
 import sqlite3
 import threading
 from pathlib import Path
+from typing import Callable
 
 from .job import FINAL_STATES
 
@@ -119,7 +120,8 @@ class Store:
         with self._lock:
             self._db.executescript(_SCHEMA)  # idempotent; executescript manages its transaction
             self._add_new_columns()
-        self._own_writes = 0
+        self._own_writes = 0  # transactions this server ended (counted with the lock held, once committed)
+        self._queued: tuple[tuple[int, int], list[sqlite3.Row]] | None = None  # (version, queued_requests) last read
         self._reserve = self.path.with_name(self.path.name + ".reserve")
         _make_reserve(self._reserve)
 
@@ -139,17 +141,25 @@ class Store:
             self._db.close()
 
     def _write(self):
+        return _Transaction(self._db, self._lock, self._wrote)
+
+    def _wrote(self) -> None:
+        """Called with the lock held as a transaction ends: a read of ``version`` that comes
+        after it sees what it wrote."""
         self._own_writes += 1
-        return _Transaction(self._db, self._lock)
 
     def data_version(self) -> int:
         """Changes when another connection (another server) has written to the store."""
         with self._lock:
-            return self._db.execute("PRAGMA data_version").fetchone()[0]
+            return self._version()[0]
 
     def version(self) -> tuple[int, int]:
         """Changes whenever anyone, this server included, has written to the store."""
-        return self.data_version(), self._own_writes
+        with self._lock:
+            return self._version()
+
+    def _version(self) -> tuple[int, int]:
+        return self._db.execute("PRAGMA data_version").fetchone()[0], self._own_writes
 
     # --- jobs -----------------------------------------------------------------------------
 
@@ -241,9 +251,14 @@ class Store:
 
     def queued_requests(self) -> list[sqlite3.Row]:
         """What a policy needs of each queued job (REQUEST_COLUMNS) and no more: the queue can be
-        long and is read on every scheduling pass."""
+        long and is read on every scheduling pass, most often with nothing written since the
+        pass before; then the rows read then are the answer (the same list: not to be changed)."""
         with self._lock:
-            return self._db.execute(f"SELECT {', '.join(REQUEST_COLUMNS)} FROM jobs WHERE state = 'queued'").fetchall()
+            version = self._version()
+            if self._queued is None or self._queued[0] != version:
+                sql = f"SELECT {', '.join(REQUEST_COLUMNS)} FROM jobs WHERE state = 'queued'"
+                self._queued = (version, self._db.execute(sql).fetchall())
+            return self._queued[1]
 
     def queue_positions(self) -> dict[str, int]:
         """Queued jobs' recorded places in a cluster scheduler's queue (cluster_queue.py)."""
@@ -362,8 +377,8 @@ def _make_reserve(path: Path, size: int = 4 << 20) -> None:
 class _Transaction:
     """``BEGIN IMMEDIATE`` ... ``COMMIT``: takes the write lock up front, so no upgrade deadlock."""
 
-    def __init__(self, db: sqlite3.Connection, lock: threading.Lock):
-        self.db, self.lock = db, lock
+    def __init__(self, db: sqlite3.Connection, lock: threading.Lock, ended: Callable[[], None]):
+        self.db, self.lock, self.ended = db, lock, ended
 
     def __enter__(self) -> sqlite3.Connection:
         self.lock.acquire()
@@ -378,4 +393,5 @@ class _Transaction:
         try:
             self.db.execute("ROLLBACK" if exc_type else "COMMIT")
         finally:
+            self.ended()
             self.lock.release()

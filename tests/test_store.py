@@ -23,3 +23,29 @@ def test_a_store_from_before_dependencies_gains_the_column_and_keeps_its_jobs(tm
     assert [row["after_jobs"] for row in again.queued_requests()] == []
     store.close()
     again.close()
+
+
+def _queued(job_id: str, submitted_at: float = 1.0) -> dict:
+    return {
+        "id": job_id, "owner": "ann", "name": job_id, "team": "", "state": "queued", "gpus_requested": 1,
+        "max_runtime_s": 60.0, "expected_runtime_s": None, "max_runtime_given": 0, "deadline": None,
+        "submitted_at": submitted_at,
+    }  # fmt: skip
+
+
+def test_the_queue_is_read_again_only_after_a_write_by_this_server_or_another(tmp_path):
+    """A scheduler reads the queue every pass; with nothing written since, the last read stands."""
+    store, other = Store(tmp_path / "e31.sqlite"), Store(tmp_path / "e31.sqlite")
+    store.insert_job(_queued("a"), "submitted")
+    first = store.queued_requests()
+    assert [r["id"] for r in first] == ["a"] and store.queued_requests() is first
+
+    store.insert_job(_queued("b", 2.0), "submitted")  # this server's write
+    assert sorted(r["id"] for r in store.queued_requests()) == ["a", "b"]
+
+    other.transition("a", ("queued",), "cancelled", "cancelled", 3.0, finished_at=3.0)  # another server's
+    assert [r["id"] for r in store.queued_requests()] == ["b"]
+    other.update("b", max_runtime_s=120.0)  # not a state change, still a write
+    assert [r["max_runtime_s"] for r in store.queued_requests()] == [120.0]
+    store.close()
+    other.close()
