@@ -35,6 +35,29 @@ def pending(job) -> policy.Pending:
     )  # fmt: skip
 
 
+class PendingJobs:
+    """Queued jobs (store rows) as the policy sees them, each worked out once while its row stays
+    the same: a pass reads the whole queue, and most of it is as it was the pass before. The same
+    row gives the same ``Pending``, which is how a line (``Line.follow``) knows a job is unchanged."""
+
+    def __init__(self):
+        self._made: dict[tuple, policy.Pending] = {}  # a row's values -> the job, for rows of the last read
+        self._last: tuple[object, list[policy.Pending]] = (None, [])  # the rows last asked about, and their jobs
+
+    def of(self, rows: list) -> list[policy.Pending]:
+        """The jobs of ``rows``, in their order; what is kept is the jobs of these rows only. The
+        store answers with the same list while nothing was written (``Store.queued_requests``)."""
+        if rows is self._last[0]:
+            return self._last[1]
+        made, self._made = self._made, {}
+        for row in rows:
+            values = tuple(row)
+            job = made.get(values)
+            self._made[values] = pending(row) if job is None else job
+        self._last = (rows, list(self._made.values()))
+        return self._last[1]
+
+
 def running(job: dict) -> policy.Running:
     waited = pending(job)
     return policy.Running(

@@ -6,8 +6,9 @@ exactly this code. Every policy is non-preemptive: a started job runs to its end
 
 A ``Policy`` is a ``priority(job, snapshot)`` key that puts the queue in the order the policy
 serves it, and a ``walk(ordered, snapshot)`` that goes down that order deciding. The live queue
-sorts afresh on every pass; the simulator keeps its queue sorted and re-sorts only when the
-policy's priorities can have moved (``refresh_s``), as Slurm does every PriorityCalcPeriod.
+(``line.py``) and the simulator both keep their queue sorted, new jobs put in their place, and
+sort it afresh only when the policy's priorities can have moved (``refresh_s``), as Slurm does
+every PriorityCalcPeriod.
 
 - ``fifo``: first come, first served, strictly: the first job that does not fit blocks the rest.
 - ``sjf``: smallest declared GPU-time first; every job that fits starts (no reservation).

@@ -42,7 +42,7 @@ from .job import (
     validate_text,
 )
 from .forecast import Forecast, run_forward
-from .history import History, pending
+from .history import History, PendingJobs, pending
 from .jobdir import JobDir, write_json_atomic
 from .line import Line
 from .staging import Staging, body_again
@@ -90,6 +90,7 @@ class Queue:
         self._pass_s = 0.0  # how long it took
         self._pass_due = False  # a pass is set to run soon (_schedule_soon)
         self._line: Line | None = None  # the queue in order, for places in line
+        self._pending_jobs = PendingJobs()  # the queued jobs as the policy sees them, kept between passes
         self._line_seen: policy.Snapshot | None = None  # what the policy saw when the line was made
         self._forecast: tuple[Line | None, Forecast] = (None, Forecast())  # a line's forecast
         self._line_made = (0.0, (0, 0))  # when (time.monotonic()) and at which store.version()
@@ -407,18 +408,32 @@ class Queue:
         return self._line
 
     def _make_line(self, now: float, running: list[dict] | None = None) -> policy.Snapshot:
-        """Put the queued jobs in line as of ``now``; returns what the policy saw."""
+        """Put the queued jobs in line as of ``now``: the line as it was, with the jobs that
+        joined and left since, while the policy's priorities hold (``_keys_hold``); else a new
+        one. Returns what the policy sees now."""
         version = self.store.version()
         rows = self.store.queued_requests()
         self._held = self._holding(rows)
-        queued = [pending(j) for j in rows if j["id"] not in self._held]
+        queued = [job for job in self._pending_jobs.of(rows) if job.id not in self._held]
         if running is None:
             running = self.store.jobs((JobState.RUNNING.value,), brief=True)
         snapshot = self.history.snapshot(now, self.settings.inventory, running)
-        self._line = Line(self.policy.priority, snapshot, queued)
+        if self._keys_hold(now):
+            self._line.follow(queued)
+        else:
+            self._line = Line(self.policy.priority, snapshot, queued)
         self._line_seen = snapshot
         self._line_made = (time.monotonic(), version)
+        self._forecast = (None, Forecast())
         return snapshot
+
+    def _keys_hold(self, now: float) -> bool:
+        """Whether the line's priority keys are still the policy's (``Policy.refresh_s``): the
+        simulator's queue is re-sorted as often, so the live queue orders jobs as the replays did."""
+        if self._line is None:
+            return False
+        age = now - self._line.snapshot.now
+        return 0 <= age < (self.policy.refresh_s if self.policy.refresh_s is not None else math.inf)
 
     def _holding(self, rows) -> dict[str, tuple[Standing, policy.Pending]]:
         """The queued jobs (store rows) still waiting for others, or that others let down: where
@@ -519,9 +534,8 @@ class Queue:
             self.store.transition(job_id, ("queued",), "expired", reason, now, finished_at=now)
             self._line.leave(job_id)
         free = gpu_inventory.free_devices(self.settings.inventory, running)
-        queued = {job.id: job for job in self._line.ordered}
         for job_id in decision.start:
-            gpus = queued[job_id].gpus
+            gpus = self._line.job(job_id).gpus
             devices, free = free[:gpus], free[gpus:]
             self._start_job(job_id, devices, now)
             self._line.leave(job_id)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import requests
 import pytest
 from support import ts, wait_for, wait_state, write_notebook
@@ -149,3 +151,27 @@ def test_no_start_is_guessed_for_a_job_that_waits_on_one_that_declared_nothing(c
     for name in ("undeclared", "declared", "both", "one"):
         gated.open(name)
 
+
+
+def test_a_line_follows_the_queue_and_keeps_the_keys_it_was_made_with():
+    """Between re-sorts (Policy.refresh_s) a line takes the queue as it is now: jobs that left
+    leave, new ones join, a job whose request changed (another Pending) takes its new place, and
+    the others keep the place their keys gave them, as the simulator's queue does."""
+    jobs = [Pending(f"j{i}", 1, submitted_at=i, max_runtime=60, estimate=60) for i in range(4)]
+    latest_first = [True]  # the policy's priorities, which move below
+
+    def priority(job: Pending, snap: Snapshot) -> tuple:
+        return (-job.submitted_at if latest_first[0] else job.submitted_at, job.id)
+
+    line = Line(priority, _snapshot(), jobs[:3])
+    assert [j.id for j in line.ordered] == ["j2", "j1", "j0"]
+
+    latest_first[0] = False  # moved: new and changed jobs get the new keys, the others keep theirs
+    changed = replace(jobs[0], submitted_at=1.5)
+    line.follow([changed, jobs[2], jobs[3]])  # j1 left, j3 joined, j0's request changed
+    assert [j.id for j in line.ordered] == ["j2", "j0", "j3"]  # made afresh, it would be j0, j2, j3
+    assert line.job("j0") is changed and line.get("j1") is None and len(line) == 3
+    assert [line.get(job_id) for job_id in ("j2", "j0", "j3")] == [1, 2, 3]
+
+    line.follow([changed, jobs[2], jobs[3]])  # nothing changed: nothing moves
+    assert [j.id for j in line.ordered] == ["j2", "j0", "j3"]

@@ -1,0 +1,44 @@
+"""The live queue's line is kept between passes while the policy's priorities hold
+(``Policy.refresh_s``), and made afresh once they are stale: the order the replays measured."""
+
+from __future__ import annotations
+
+from e31_jupyter.queue import Queue
+from e31_jupyter.settings import Settings
+
+T = 1.8e9
+
+
+def _job(job_id: str, team: str, state: str, submitted_at: float, **fields) -> dict:
+    return {
+        "id": job_id, "owner": team, "name": job_id, "team": team, "state": state, "gpus_requested": 1,
+        "max_runtime_s": 86400.0, "expected_runtime_s": None, "max_runtime_given": 0, "deadline": None,
+        "submitted_at": submitted_at, **fields,
+    }  # fmt: skip
+
+
+def test_the_line_keeps_its_order_until_the_priorities_are_due_again(tmp_path):
+    clock = [T]
+    settings = Settings(inventory=["0"], policy="backfill")
+    queue = Queue(tmp_path / "data", backend=None, settings=settings, clock=lambda: clock[0])
+    store = queue.store
+    store.insert_job(_job("holder", "z", "running", T - 20, started_at=T - 10, granted=["0"]), "seeded")  # the only GPU
+    store.insert_job(_job("a", "x", "queued", T - 100), "submitted")
+    store.insert_job(_job("b", "y", "queued", T - 50), "submitted")
+    queue.is_scheduler = True  # passes only: the GPU is held, so nothing starts and no backend is needed
+    queue.schedule()
+    assert [queue.positions().get(j) for j in ("a", "b")] == [1, 2]  # equal shares: the older first
+
+    # Team x's long job ends: x is now far over its share, so by fair-share b goes first ...
+    store.insert_job(_job("used", "x", "succeeded", T - 2e5, started_at=T - 1e5, finished_at=T, granted=["0"]), "ended")
+    clock[0] = T + 1
+    queue.schedule()
+    assert [queue.positions().get(j) for j in ("a", "b")] == [1, 2]  # ... once the priorities are due again
+
+    refresh_s = queue.policy.refresh_s
+    assert refresh_s is not None
+    clock[0] = T + refresh_s
+    queue.schedule()
+    assert [queue.positions().get(j) for j in ("a", "b")] == [2, 1]
+    store.close()
+
