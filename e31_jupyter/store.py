@@ -12,6 +12,7 @@ import logging
 import os
 import sqlite3
 import threading
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
@@ -75,6 +76,27 @@ BRIEF_COLUMNS = (
 )  # fmt: skip
 
 
+# The jobs that changed state after a transition (its seq), with what queued_requests keeps of them.
+_QUEUED_CHANGES = (
+    f"SELECT t.seq, t.job_id, j.state, {', '.join('j.' + c for c in REQUEST_COLUMNS)} FROM transitions t"
+    " LEFT JOIN jobs j ON j.id = t.job_id WHERE t.seq > ? ORDER BY t.seq"
+)
+
+
+@dataclass
+class _QueuedRows:
+    """The queued jobs' rows as ``Store.queued_requests`` last read them: at which ``version``
+    of the store, up to which transition (``seq``), each job's row by its id."""
+
+    version: tuple[int, int]
+    seq: int
+    rows: dict[str, sqlite3.Row]
+
+    @functools.cached_property
+    def listed(self) -> list[sqlite3.Row]:
+        return list(self.rows.values())
+
+
 def _row(row: sqlite3.Row | None) -> dict | None:
     if row is None:
         return None
@@ -121,7 +143,7 @@ class Store:
             self._db.executescript(_SCHEMA)  # idempotent; executescript manages its transaction
             self._add_new_columns()
         self._own_writes = 0  # transactions this server ended (counted with the lock held, once committed)
-        self._queued: tuple[tuple[int, int], list[sqlite3.Row]] | None = None  # (version, queued_requests) last read
+        self._queued: _QueuedRows | None = None  # the queued jobs as last read (queued_requests)
         self._reserve = self.path.with_name(self.path.name + ".reserve")
         _make_reserve(self._reserve)
 
@@ -210,6 +232,8 @@ class Store:
     @_writes
     def update(self, job_id: str, **fields) -> None:
         """Change bookkeeping fields that are not a state change (handle, stop request, ...)."""
+        if not fields.keys().isdisjoint({"state", *REQUEST_COLUMNS}):
+            raise ValueError(f"{sorted(fields)}: a job's state and request change through transition(), which records why")
         fields = _encoded(fields)
         sets = ", ".join(f"{k} = :{k}" for k in fields)
         with self._write() as db:
@@ -250,15 +274,32 @@ class Store:
             return [_row(r) for r in self._db.execute(sql, params)]
 
     def queued_requests(self) -> list[sqlite3.Row]:
-        """What a policy needs of each queued job (REQUEST_COLUMNS) and no more: the queue can be
-        long and is read on every scheduling pass, most often with nothing written since the
-        pass before; then the rows read then are the answer (the same list: not to be changed)."""
+        """What a policy needs of each queued job (REQUEST_COLUMNS) and no more. The queue can be
+        long and is read on every scheduling pass, most often with nothing or little written
+        since the pass before, so the rows are kept: the same list while nothing was written
+        (not to be changed), else brought up to date from the jobs that changed state since
+        (``transition``, a request changed in place included). They are read whole again when
+        the count of queued jobs says something else changed (a job forgotten: ``delete_job``)."""
         with self._lock:
             version = self._version()
-            if self._queued is None or self._queued[0] != version:
-                sql = f"SELECT {', '.join(REQUEST_COLUMNS)} FROM jobs WHERE state = 'queued'"
-                self._queued = (version, self._db.execute(sql).fetchall())
-            return self._queued[1]
+            if self._queued is None or self._queued.version != version:
+                self._queued = self._queued_now(version)
+            return self._queued.listed
+
+    def _queued_now(self, version: tuple[int, int]) -> _QueuedRows:
+        known = self._queued
+        if known is not None:
+            for change in self._db.execute(_QUEUED_CHANGES, (known.seq,)):
+                known.seq = change["seq"]
+                if change["state"] == "queued":
+                    known.rows[change["id"]] = change
+                else:
+                    known.rows.pop(change["job_id"], None)
+            if self._count(("queued",)) == len(known.rows):
+                return _QueuedRows(version, known.seq, known.rows)
+        seq = self._last_transition()  # before the rows: a change made meanwhile is applied again, no harm
+        rows = self._db.execute(f"SELECT {', '.join(REQUEST_COLUMNS)} FROM jobs WHERE state = 'queued'")
+        return _QueuedRows(version, seq, {row["id"]: row for row in rows})
 
     def queue_positions(self) -> dict[str, int]:
         """Queued jobs' recorded places in a cluster scheduler's queue (cluster_queue.py)."""
@@ -305,13 +346,19 @@ class Store:
     def last_transition(self) -> int:
         """The number of the latest transition recorded (0 before any)."""
         with self._lock:
-            return self._db.execute("SELECT COALESCE(MAX(seq), 0) FROM transitions").fetchone()[0]
+            return self._last_transition()
+
+    def _last_transition(self) -> int:
+        return self._db.execute("SELECT COALESCE(MAX(seq), 0) FROM transitions").fetchone()[0]
 
     def count(self, states: tuple[str, ...] | None = None, owner: str | None = None) -> int:
+        with self._lock:
+            return self._count(states, owner)
+
+    def _count(self, states: tuple[str, ...] | None = None, owner: str | None = None) -> int:
         where, params = _filters(states, owner, None)
         sql = "SELECT COUNT(*) FROM jobs" + (f" WHERE {' AND '.join(where)}" if where else "")
-        with self._lock:
-            return self._db.execute(sql, params).fetchone()[0]
+        return self._db.execute(sql, params).fetchone()[0]
 
     def held_between(self, since: float, until: float) -> list[dict]:
         """Jobs whose GPU hold overlaps [since, until] (BRIEF_COLUMNS): what the meter charges

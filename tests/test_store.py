@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import sqlite3
 
+import pytest
+
 from e31_jupyter.store import _SCHEMA, Store
 
 
@@ -34,7 +36,8 @@ def _queued(job_id: str, submitted_at: float = 1.0) -> dict:
 
 
 def test_the_queue_is_read_again_only_after_a_write_by_this_server_or_another(tmp_path):
-    """A scheduler reads the queue every pass; with nothing written since, the last read stands."""
+    """A scheduler reads the queue every pass: with nothing written since, the last read stands;
+    after a write, what changed is read, whoever wrote it and however it changed."""
     store, other = Store(tmp_path / "e31.sqlite"), Store(tmp_path / "e31.sqlite")
     store.insert_job(_queued("a"), "submitted")
     first = store.queued_requests()
@@ -45,7 +48,25 @@ def test_the_queue_is_read_again_only_after_a_write_by_this_server_or_another(tm
 
     other.transition("a", ("queued",), "cancelled", "cancelled", 3.0, finished_at=3.0)  # another server's
     assert [r["id"] for r in store.queued_requests()] == ["b"]
-    other.update("b", max_runtime_s=120.0)  # not a state change, still a write
-    assert [r["max_runtime_s"] for r in store.queued_requests()] == [120.0]
+    other.transition("b", ("queued",), "queued", "changed", 4.0, max_runtime_s=120.0)  # a request changed in place
+    assert [(r["id"], r["max_runtime_s"]) for r in store.queued_requests()] == [("b", 120.0)]
+    other.update("b", reason="noted")  # a write that is not a change of state
+    assert [(r["id"], r["max_runtime_s"]) for r in store.queued_requests()] == [("b", 120.0)]
+
+    other.insert_job(_queued("c", 5.0), "submitted")
+    other.delete_job("b")  # forgotten, its history with it: the count tells
+    assert [r["id"] for r in store.queued_requests()] == ["c"]
+    fresh = Store(tmp_path / "e31.sqlite")
+    assert [tuple(r) for r in store.queued_requests()] == [tuple(r) for r in fresh.queued_requests()]
+    for each in (store, other, fresh):
+        each.close()
+
+
+def test_a_request_or_state_cannot_change_without_a_transition(tmp_path):
+    store = Store(tmp_path / "e31.sqlite")
+    store.insert_job(_queued("a"), "submitted")
+    for fields in ({"max_runtime_s": 5.0}, {"state": "running"}, {"deadline": 9.0, "reason": "x"}):
+        with pytest.raises(ValueError, match="through transition"):
+            store.update("a", **fields)
+    assert store.get("a")["max_runtime_s"] == 60.0 and store.get("a")["state"] == "queued"
     store.close()
-    other.close()
