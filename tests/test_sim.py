@@ -211,6 +211,7 @@ def test_the_benchmark_times_each_policys_pass_over_10000_queued_jobs_in_turns(t
     assert set(figures) == set("abc")
     assert turns == ["a", "b", "c", "b", "c", "a", "c", "a", "b"]
 
+
 def test_the_forecast_benchmark_checks_expected_starts_against_the_replay(tmp_path):
     rng = random.Random(2)
     rows = [(i * 120, rng.choice([300, 900, 3600]), rng.choice([1, 1, 2, 4]), rng.choice("uv")) for i in range(300)]
