@@ -460,6 +460,8 @@ def e31_walk(ordered: Sequence[Pending], snap: Snapshot) -> Decision:
         return ""
 
     def hopeless(job: Pending) -> str:
+        if _can_wait(job, job.max_runtime, now, 0.0):
+            return ""  # even its time limit ends in time, and no expected run time exceeds it: no need to learn one
         judged_by = LEARNED_FROM_TEAM if job.estimate else LEARNED_FROM_UNDECLARED
         return _late(job, now, expected_runtime(job, snap, E31_GIVE_UP), judged_by)
 

@@ -210,6 +210,32 @@ def test_e31_expires_a_waiting_job_more_likely_than_not_to_miss():
     assert expired(decision) == ["late"] and "deadline" in decision.expire[0][1]
 
 
+class AskedRuntimes(RuntimeModel):
+    """The real model, noting which teams' jobs it was asked to estimate."""
+
+    def __init__(self):
+        super().__init__()
+        self.asked: list[str] = []
+
+    def runtime(self, team, declared_s, deadline_window_s, q):
+        self.asked.append(team)
+        return super().runtime(team, declared_s, deadline_window_s, q)
+
+
+def test_e31_learns_no_run_time_to_keep_a_waiting_job_whose_limit_ends_in_time():
+    # A server walks its kept line every second: a job whose time limit ends before its deadline
+    # can never be judged late, so it costs no estimate; one whose limit overshoots does.
+    runtimes = AskedRuntimes()
+    for _ in range(50):
+        runtimes.observe("t", 100.0, 50.0)
+    in_time = pending("in-time", max_runtime=300, deadline=NOW + 301, team="t")
+    overshoots = pending("overshoots", max_runtime=300, deadline=NOW + 250, team="u")
+    busy = [Running("r", 8, NOW - 10, 1000, (0,))]
+    decision = POLICIES["e31"].walk([in_time, overshoots], snapshot([0], busy, runtimes=runtimes))
+    assert decision.start == [] and decision.expire == []
+    assert runtimes.asked == ["u"]
+
+
 def test_a_job_without_a_declared_run_time_waits_until_its_deadline_passes():
     job = pending("unknown", max_runtime=86400, estimate=0, deadline=NOW + 10)
     busy = [Running("r", 8, NOW - 10, 1000, (0,))]
