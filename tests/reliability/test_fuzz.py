@@ -2,15 +2,16 @@
 
 One server (``ServerProcess``, two configured GPUs) holds real jobs before the fuzz starts:
 
-- ``done``: succeeded, with an executed notebook, an HTML report, a log and collected files
-  (one in a sub-folder, one with a space in its name, one empty), so ``{id}`` and ``{path}``
-  reach real objects;
+- ``done``: succeeded, with an executed notebook, an HTML report, a log, collected files
+  (one in a sub-folder, one with a space in its name, one empty) and returned values (as a
+  ``%%e31`` cell's job hands them back: a small one and a numpy array with a buffer file of its
+  own), so ``{id}``, ``{path}`` and ``{name}`` reach real objects;
 - ``blocker``: running, holding both GPUs until the test opens its gate, so that every job the
   fuzz manages to submit stays queued: nothing the fuzz sends ever runs;
 - ``waiting``: queued behind it (the one live job the fuzz may cancel and resubmit).
 
 First every operation is called once, unfuzzed, on every real object it may touch (every
-collected file for downloadFile). Then every operation is fuzzed with data that fits the spec
+collected file for downloadFile, every value file for downloadValueFile). Then every operation is fuzzed with data that fits the spec
 (positive) and data that does not (negative), with generated ``{id}`` and ``{path}`` values
 (unknown objects) and with the real ones. Every request carries the token. Checks: no 5xx, and
 every answer's status code, content type and body are ones the spec declares; the server logs no
@@ -59,6 +60,7 @@ CHECKS = [
 # away before the server sees them.
 UNKNOWN_IDS = ["000000-00000000", "260101-deadbeef", "a" * 300, "-", "_.x", "x y", "é", "%41"]
 ODD_PATHS = ["../spec.json", "../../e31.sqlite", "out", "out/", "missing.txt", "/etc/passwd", "out/../top level.txt"]
+ODD_NAMES = ["..", "../spec.json", "answer", "answer.pkl.", "values.json/", "missing.pkl", "%2e%2e"]
 # The blocker is never cancelled (queued fuzz jobs would start) nor resubmitted (a copy would
 # wait for its gate).
 WRITES = {"cancelJob", "resubmitJob"}
@@ -89,6 +91,12 @@ pathlib.Path("out/result.txt").write_text("42\\n")
 pathlib.Path("top level.txt").write_text("spaces in the name\\n")
 pathlib.Path("empty.txt").write_text("")
 print("done", open("input.csv").read())
+
+import numpy
+from e31_jupyter.values import save_outputs
+
+answer, table = 42, numpy.arange(1000.0)
+save_outputs(globals(), ["answer", "table"])
 """
 BLOCKER_CODE = """
 import os, time
@@ -138,9 +146,11 @@ def live(tmp_path_factory):
         waiting = client.submit(path="noop.ipynb", gpus=1, name="waiting")["id"]
         files = [f["path"] for f in client.files(done)]
         assert {"out/result.txt", "top level.txt", "empty.txt"} <= set(files), files
+        value_files = client.values(done)["files"]
+        assert {"values.json", "answer.pkl", "table.pkl", "table.0.buf"} <= set(value_files), value_files
         yield {
-            "server": server, "client": client, "root": root, "gate": gate,
-            "done": done, "blocker": blocker["id"], "waiting": waiting, "files": files,
+            "server": server, "client": client, "root": root, "gate": gate, "done": done,
+            "blocker": blocker["id"], "waiting": waiting, "files": files, "value_files": value_files,
         }  # fmt: skip
     finally:
         gate.touch()
@@ -199,6 +209,8 @@ def test_fuzz_the_whole_api(live):
             targets = [{"id": job_id} for job_id in real]
             if "{path}" in op.path:
                 targets = [{"id": live["done"], "path": path} for path in live["files"]]
+            if "{name}" in op.path:
+                targets = [{"id": live["done"], "name": name} for name in live["value_files"]]
         for fixed in targets:
             run_case(op_id, _plain_case(op, op_id, fixed))
 
@@ -232,14 +244,14 @@ def test_fuzz_the_whole_api(live):
         for mode in (GenerationMode.POSITIVE, GenerationMode.NEGATIVE):
             for ids in id_kinds:
                 try:
-                    fuzzer(op_id, _strategy(op, mode, ids, live["files"]))()
+                    fuzzer(op_id, _strategy(op, mode, ids, live["files"], live["value_files"]))()
                 except Unsatisfiable:  # nothing to make invalid but the token: tested below
                     nothing_to_negate.add(op_id)
 
     # Without the token, or with a wrong one, every operation is refused.
     for op in operations:
         op_id = op.definition.raw["operationId"]
-        fixed = {"id": live["done"], "path": "out/result.txt"} if "{id}" in op.path else None
+        fixed = {"id": live["done"], "path": "out/result.txt", "name": "answer.pkl"} if "{id}" in op.path else None
         case = _plain_case(op, op_id, fixed)
         for headers in ({}, {"Authorization": "token wrong"}):
             examples[op_id + " (no token)"] += 1
@@ -276,6 +288,7 @@ def test_fuzz_the_whole_api(live):
     traceback = log.find("Traceback")
     assert total >= len(operations) * EXAMPLES
     assert statuses[("submitJob", 201)] and statuses[("downloadFile", 200)] >= len(live["files"])
+    assert statuses[("downloadValueFile", 200)] >= len(live["value_files"])
     assert not server_errors, f"{len(server_errors)} 5xx: {Counter(server_errors)}"
     assert not failures, "\n".join(report)
     assert not started, f"jobs the fuzz submitted started: {started}"
@@ -291,21 +304,23 @@ def _plain_case(op, op_id: str, path_parameters: dict | None):
     return op.Case(path_parameters=path_parameters)
 
 
-def _strategy(op, mode, ids, files: list[str]):
-    """Cases for ``op`` (with ``{id}`` from ``ids`` when given, and ``{path}`` often a real
-    file), each with a sane request (or None) and a GPU count for the submits."""
+def _strategy(op, mode, ids, files: list[str], value_files: list[str]):
+    """Cases for ``op`` (with ``{id}`` from ``ids`` when given, and ``{path}`` or ``{name}``
+    often a real file), each with a sane request (or None) and a GPU count for the submits."""
     sane = st.none() if mode == GenerationMode.NEGATIVE else st.one_of(st.none(), SANE)
     gpus = st.sampled_from([1, 2])
     if ids is None:
         return st.tuples(op.as_strategy(generation_mode=mode), sane, gpus)
-    paths = st.sampled_from(files + ODD_PATHS) if "{path}" in op.path else st.none()
+    choices = {"path": files + ODD_PATHS, "name": value_files + ODD_NAMES}
+    key = next((k for k in choices if "{" + k + "}" in op.path), None)
+    picked = st.sampled_from(choices[key]) if key else st.none()
 
     def with_ids(pair):
-        job_id, path = pair
-        fixed = {"id": job_id} if path is None else {"id": job_id, "path": path}
+        job_id, file = pair
+        fixed = {"id": job_id} if file is None else {"id": job_id, key: file}
         return op.as_strategy(generation_mode=mode, path_parameters=fixed)
 
-    return st.tuples(st.tuples(ids, paths).flatmap(with_ids), sane, gpus)
+    return st.tuples(st.tuples(ids, picked).flatmap(with_ids), sane, gpus)
 
 
 def _harmless(body, root: Path, sane: dict | None, gpus: int, resubmit: bool):
