@@ -190,7 +190,7 @@ class E31Client:
         self._save(_file_url(job_id, path), destination)
 
     def values(self, job_id: str) -> dict:
-        """The values a job returned: ``{"values": [{name, type, size, skipped}], "files": [...]}``."""
+        """The values a job returned: ``{"values": [{name, type, size, skipped, module}], "files": [...]}``."""
         return self._json("GET", f"jobs/{quote(job_id)}/values")
 
     def save_values(self, job_id: str, folder: Path) -> dict:

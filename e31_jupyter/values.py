@@ -3,11 +3,13 @@
 Each value is one cloudpickle stream (``NAME.pkl``) with pickle protocol 5: the large buffers of
 numpy arrays (and of pandas objects, which hold numpy arrays) are handed out of band and written
 straight from memory to their own files (``NAME.N.buf``), so a 1 GB array is never copied into a
-1 GB pickle. Loading maps the buffer files back in. ``values.json`` lists what the folder holds.
+1 GB pickle. Loading maps the buffer files back in. A module is not pickled: its name is noted, and
+it is imported again where the values are loaded. ``values.json`` lists what the folder holds.
 """
 
 from __future__ import annotations
 
+import importlib
 import io
 import json
 import mmap
@@ -58,6 +60,10 @@ def save(values: dict, folder: Path, limit_bytes: int = DEFAULT_LIMIT_BYTES, ski
     index, total = {}, 0
     for name, value in values.items():
         entry = {"type": _type_name(value), "files": [], "size": 0}
+        if isinstance(value, ModuleType):
+            entry["module"] = value.__name__  # nothing to write: imported again by its name
+            index[name] = entry
+            continue
         try:
             _refuse_known_travellers(name, value)
             entry["files"], entry["size"] = _save_one(name, value, folder, limit_bytes - total)
@@ -133,6 +139,23 @@ def load(folder: Path, names: list[str] | None = None) -> dict:
     return {name: _load_one(folder, index[name]["files"]) for name in chosen}
 
 
+def import_modules(index: dict) -> tuple[dict, dict]:
+    """The modules the index names, imported here: ``({name: module}, {name: why not})``. One
+    that fails to import is left out, and the others still come."""
+    modules, failed = {}, {}
+    for name, entry in index.items():
+        if "module" not in entry:
+            continue
+        try:
+            modules[name] = importlib.import_module(entry["module"])
+        except Exception as error:  # a module's own import code may raise anything
+            failed[name] = (
+                f"the job imported it as {entry['module']}, which this kernel cannot import "
+                f"({type(error).__name__}: {error}); install it here, or import it yourself"
+            )
+    return modules, failed
+
+
 def _load_one(folder: Path, files: list[str]):
     buffers = [_map(folder / file) for file in files[1:]]
     with open(folder / files[0], "rb") as f:
@@ -161,9 +184,9 @@ def files(index: dict) -> list[str]:
 
 
 def describe(index: dict) -> list[dict]:
-    """The index as the API shows it: name, type and size of each value."""
+    """The index as the API shows it: name, type and size of each value; for a module, its name."""
     return [
-        {"name": n, "type": v["type"], "size": v["size"], "skipped": v.get("skipped")}
+        {"name": n, "type": v["type"], "size": v["size"], "skipped": v.get("skipped"), "module": v.get("module")}
         for n, v in index.items()
     ]
 
@@ -181,9 +204,9 @@ def load_inputs() -> dict:
 
 
 def save_outputs(namespace: dict, names: list[str]) -> None:
-    """Hand back the cell's results. Modules are not results; a value that cannot travel back is
-    left out, and the job's values list says why."""
-    chosen = {n: namespace[n] for n in names if n in namespace and not isinstance(namespace[n], ModuleType)}
+    """Hand back the cell's results (the modules it imported by name, to be imported again). A
+    value that cannot travel back is left out, and the job's values list says why."""
+    chosen = {n: namespace[n] for n in names if n in namespace}
     index = save(chosen, _job_dir() / "values", limit_bytes=1 << 62, skip_bad=True)
     for name, entry in index.items():
         if "skipped" in entry:

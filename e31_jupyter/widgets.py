@@ -340,11 +340,18 @@ def _values_html(listing: list[dict]) -> str:
     if not listing:
         return ""
     rows = "".join(
-        f"<tr><td><code>{html.escape(v['name'])}</code></td><td>{html.escape(v['type'])}</td>"
-        f"<td>{'not returned: ' + html.escape(v['skipped']) if v.get('skipped') else format_size(v['size'])}</td></tr>"
+        f"<tr><td><code>{html.escape(v['name'])}</code></td><td>{html.escape(v['type'])}</td><td>{_value_note(v)}</td></tr>"
         for v in listing
     )
     return f"<b>Values</b><table style='margin:2px 0'>{rows}</table>"
+
+
+def _value_note(value: dict) -> str:
+    if value.get("skipped"):
+        return "not returned: " + html.escape(value["skipped"])
+    if value.get("module"):
+        return f"<code>{html.escape(value['module'])}</code>, imported again when collected"
+    return format_size(value["size"])
 
 
 def show_job(client: E31Client, job: dict, on_collect=None) -> JobWidget:

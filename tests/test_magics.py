@@ -115,6 +115,7 @@ def test_a_cell_runs_as_a_job_and_is_collected_in_a_new_kernel(kernel, client, t
     kernel.run("import numpy as np\nexpected = np.arange(13_500_000, dtype=np.float64) * 2 + 3")
     assert kernel.value("bool((doubled == expected).all()) and doubled.shape == expected.shape") == "True"
     assert kernel.value("total") == "1002000.0"
+    assert kernel.value("plt.__name__") == "'matplotlib.pyplot'"  # what the cell imported is imported again
     assert (tmp_path / "e31-outputs" / "headline" / "result.txt").read_text() == "1002000.0"
     assert "out" in collected.stderr  # the closed file handle could not come back, and it says so
 
@@ -148,6 +149,27 @@ def test_a_capture_over_the_limit_is_refused_with_its_size(kernel, client):
     refused = kernel.run("%%e31 submit\ny = x + 1")
     assert "x (numpy.ndarray)" in refused.stderr and "3.8 MB" in refused.stderr and "limit" in refused.stderr
     assert client.jobs() == []
+
+
+def test_a_module_the_kernel_cannot_import_is_named_and_the_rest_comes_back(kernel, client, tmp_path):
+    cell = (
+        "%%e31 submit --name helper --wait\n"
+        "import pathlib, importlib\n"
+        "pathlib.Path('job_only_helper.py').write_text('VALUE = 7')\n"
+        "importlib.invalidate_caches()\n"
+        "import job_only_helper as helper\n"
+        "answer = helper.VALUE * 6"
+    )
+    collected = kernel.run(cell)
+    assert collected.error == "", collected.error
+    assert kernel.value("answer") == "42" and kernel.value("pathlib.Path.__name__") == "'Path'"
+    assert "NameError" in kernel.run("helper").error
+    assert "helper was not imported" in collected.stderr and "job_only_helper" in collected.stderr
+    assert "ModuleNotFoundError" in collected.stderr and "install it here" in collected.stderr
+    assert re.search(r"loaded answer, pathlib, importlib\b", collected.stdout), collected.stdout
+    job = client.job(_job_id(collected))
+    modules = {v["name"]: v["module"] for v in client.values(job["id"])["values"] if v["type"] == "module"}
+    assert modules == {"pathlib": "pathlib", "importlib": "importlib", "helper": "job_only_helper"}
 
 
 def test_a_failing_cell_fails_the_job_and_collect_shows_the_traceback(kernel, client):

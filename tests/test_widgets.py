@@ -56,6 +56,18 @@ def test_meter_formatting():
     assert widgets.format_meter({**meter, "cost": 0, "gpu_hours": 0.0014}) == "0.001 GPU-hours"
 
 
+def test_the_values_table_says_what_came_back_and_how():
+    listing = [
+        {"name": "model", "type": "dict", "size": 2048, "skipped": None, "module": None},
+        {"name": "plt", "type": "module", "size": 0, "skipped": None, "module": "matplotlib.pyplot"},
+        {"name": "out", "type": "_io.TextIOWrapper", "size": 0, "skipped": "an open file", "module": None},
+    ]
+    rows = widgets._values_html(listing).split("<tr>")[1:]
+    assert "2.0 KB" in rows[0]
+    assert "<code>matplotlib.pyplot</code>, imported again when collected" in rows[1] and "0 B" not in rows[1]
+    assert "not returned: an open file" in rows[2]
+
+
 def test_a_job_widget_follows_its_job_from_queued_to_succeeded(server, gated):
     client = CountingClient(server.url, server.token)
     blocker = wait_state(client, gated.submit(client, "blocker", gpus=2)["id"], "running")

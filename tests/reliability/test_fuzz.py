@@ -4,8 +4,8 @@ One server (``ServerProcess``, two configured GPUs) holds real jobs before the f
 
 - ``done``: succeeded, with an executed notebook, an HTML report, a log, collected files
   (one in a sub-folder, one with a space in its name, one empty) and returned values (as a
-  ``%%e31`` cell's job hands them back: a small one and a numpy array with a buffer file of its
-  own), so ``{id}``, ``{path}`` and ``{name}`` reach real objects;
+  ``%%e31`` cell's job hands them back: a small one, a numpy array with a buffer file of its
+  own, and a module, by name), so ``{id}``, ``{path}`` and ``{name}`` reach real objects;
 - ``blocker``: running, holding both GPUs until the test opens its gate, so that every job the
   fuzz manages to submit stays queued: nothing the fuzz sends ever runs;
 - ``waiting``: queued behind it (the one live job the fuzz may cancel and resubmit).
@@ -96,7 +96,7 @@ import numpy
 from e31_jupyter.values import save_outputs
 
 answer, table = 42, numpy.arange(1000.0)
-save_outputs(globals(), ["answer", "table"])
+save_outputs(globals(), ["answer", "table", "numpy"])
 """
 BLOCKER_CODE = """
 import os, time
