@@ -331,18 +331,16 @@ class E31Magics(Magics):
         folder = Path(tempfile.mkdtemp(prefix="e31-values-"))
         try:
             listing = self.client.save_values(job_id, folder)
-            loaded = values.load(folder)  # buffers are mapped: the files may go once loaded
-            modules, not_imported = values.import_modules(values.read_index(folder))
+            loaded, not_loaded = values.restore(folder)  # buffers are mapped: the files may go once loaded
         finally:
             shutil.rmtree(folder, ignore_errors=True)
         for entry in listing["values"]:
             if entry.get("skipped"):
                 print(f"e31: {entry['name']} was not returned: {entry['skipped']}", file=sys.stderr)
-        for name, why in not_imported.items():
-            print(f"e31: {name} was not imported: {why}", file=sys.stderr)
+        for name, why in not_loaded.items():
+            print(f"e31: {name} was not loaded: {why}", file=sys.stderr)
         self.shell.user_ns.update(loaded)
-        self.shell.user_ns.update(modules)
-        return [*loaded, *modules]
+        return list(loaded)
 
     def _save_files(self, job: dict, to: str | None, under: str | None) -> Path | None:
         files = self.client.files(job["id"])

@@ -132,28 +132,35 @@ def _check_room(name: str, value, written: int, room: int) -> None:
         )
 
 
-def load(folder: Path, names: list[str] | None = None) -> dict:
-    """The values saved in ``folder`` (all, or the ``names`` given)."""
-    index = read_index(folder)
-    chosen = names or [name for name, entry in index.items() if entry["files"]]
-    return {name: _load_one(folder, index[name]["files"]) for name in chosen}
+def load(folder: Path) -> dict:
+    """The values saved in ``folder``; the first that cannot be loaded raises (``restore`` goes on)."""
+    return {name: _load_one(folder, entry["files"]) for name, entry in read_index(folder).items() if entry["files"]}
 
 
-def import_modules(index: dict) -> tuple[dict, dict]:
-    """The modules the index names, imported here: ``({name: module}, {name: why not})``. One
-    that fails to import is left out, and the others still come."""
-    modules, failed = {}, {}
-    for name, entry in index.items():
-        if "module" not in entry:
+def restore(folder: Path) -> tuple[dict, dict]:
+    """Every value the folder holds, loaded here, modules imported again by name: ``({name:
+    value}, {name: why not})``. One that cannot be loaded here (its class or module is missing
+    from this kernel) is named with the reason, and the others still come."""
+    loaded, failed = {}, {}
+    for name, entry in read_index(folder).items():
+        if entry.get("skipped"):
             continue
         try:
-            modules[name] = importlib.import_module(entry["module"])
-        except Exception as error:  # a module's own import code may raise anything
-            failed[name] = (
-                f"the job imported it as {entry['module']}, which this kernel cannot import "
-                f"({type(error).__name__}: {error}); install it here, or import it yourself"
-            )
-    return modules, failed
+            loaded[name] = importlib.import_module(entry["module"]) if "module" in entry else _load_one(folder, entry["files"])
+        except Exception as error:  # unpickling, and a module's own import code, may raise anything
+            failed[name] = _why_not_here(entry, error)
+    return loaded, failed
+
+
+def _why_not_here(entry: dict, error: Exception) -> str:
+    what = f"{type(error).__name__}: {error}"
+    if "module" in entry:
+        return f"the job imported it as {entry['module']}, which this kernel cannot import ({what}); install it here"
+    return (
+        f"it is a {entry['type']}, and this kernel cannot load it ({what}): it lacks a package, module or "
+        "class the job had. Install it here and collect again, or hand back plain data (numbers, lists, "
+        "dicts, arrays)"
+    )
 
 
 def _load_one(folder: Path, files: list[str]):
