@@ -140,7 +140,8 @@ class E31Magics(Magics):
         left_behind = left_behind_warnings([source], Path.cwd(), {}, data)
         if args.check:  # the values are not captured: a check copies nothing
             return self.show_check(self.client.check(**body), left_behind)
-        fingerprint = _fingerprint(_notebook_path(), source, request)
+        chosen = {"name": args.name, "in": args.inputs, "out": args.outputs}  # they change the job too
+        fingerprint = _fingerprint(_notebook_path(), source, {**request, **{k: v for k, v in chosen.items() if v}})
         if not args.new:
             existing = self._existing(fingerprint)
             if existing is not None:
@@ -389,7 +390,7 @@ def _request(args: argparse.Namespace) -> dict:
 
 
 def _fingerprint(notebook_path: str, source: str, request: dict) -> str:
-    """Same notebook, same source, same request: the same job."""
+    """Same notebook, same source, same options: the same job."""
     text = json.dumps([notebook_path, source.strip(), request], sort_keys=True)
     return hashlib.sha256(text.encode()).hexdigest()[:32]
 

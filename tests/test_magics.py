@@ -132,6 +132,12 @@ def test_rerunning_the_cell_attaches_and_new_submits_again(kernel, client):
     assert len(client.jobs()) == 1
     second = _job_id(kernel.run(cell.replace("submit", "submit --new")))
     assert second != first and len(client.jobs()) == 2
+    for option in ("--name renamed", "--out answer"):  # another name, other values back: another job
+        changed = kernel.run(cell.replace("submit", f"submit {option}"))
+        assert "already ran" not in changed.stdout, (option, changed.stdout)
+    assert len(client.jobs()) == 4
+    again = kernel.run(cell.replace("submit", "submit --out answer"))
+    assert "already ran as job" in again.stdout and len(client.jobs()) == 4
 
 
 def test_a_value_that_cannot_travel_is_refused_before_submitting(kernel, client, tmp_path):
