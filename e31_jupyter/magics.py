@@ -9,6 +9,7 @@ looks for a running server.
 from __future__ import annotations
 
 import argparse
+import builtins
 import hashlib
 import json
 import os
@@ -29,7 +30,7 @@ from .cli.parser import build_parser
 from .client import FINAL_STATES, E31Client, safe_destination
 from .errors import E31Error, InvalidRequest
 from .notebook_checks import left_behind_warnings
-from .packaging import DEFAULT_KERNEL, cell_names, cell_notebook, import_line
+from .packaging import DEFAULT_KERNEL, CellNames, cell_names, cell_notebook, import_line
 from .text import format_gpu_hours
 
 HIDDEN = {"In", "Out", "get_ipython", "exit", "quit"}  # IPython's own names, never captured
@@ -137,9 +138,9 @@ class E31Magics(Magics):
         }
         body = {k: v for k, v in body.items() if v is not None}
         data = [Path(path) for path in body.get("data") or []]
-        left_behind = left_behind_warnings([source], Path.cwd(), {}, data)
+        warnings = self._undefined(names) + left_behind_warnings([source], Path.cwd(), {}, data)
         if args.check:  # the values are not captured: a check copies nothing
-            return self.show_check(self.client.check(**body), left_behind)
+            return self.show_check(self.client.check(**body), warnings)
         chosen = {"name": args.name, "in": args.inputs, "out": args.outputs}  # they change the job too
         fingerprint = _fingerprint(_notebook_path(), source, {**request, **{k: v for k, v in chosen.items() if v}})
         if not args.new:
@@ -155,7 +156,7 @@ class E31Magics(Magics):
             if staging:
                 shutil.rmtree(staging, ignore_errors=True)
             raise
-        self.show(job, job.get("warnings", []) + left_behind)
+        self.show(job, job.get("warnings", []) + warnings)
         return self._wait_and_collect(job) if args.wait else job
 
     def _inputs(self, reads: list[str], option: str | None) -> tuple[list[str], dict]:
@@ -172,6 +173,22 @@ class E31Magics(Magics):
         imports = [import_line(n, namespace[n]) for n in chosen if isinstance(namespace[n], ModuleType)]
         captured = {n: namespace[n] for n in chosen if not isinstance(namespace[n], ModuleType)}
         return imports, captured
+
+    def _undefined(self, names: CellNames) -> list[str]:
+        """A warning naming what the cell reads but nothing defines: the job would stop at a
+        NameError, after its wait in line."""
+        if names.star_import:
+            return []
+        namespace = self.shell.user_ns
+        missing = [n for n in names.reads if n not in namespace and n not in names.assigns and not hasattr(builtins, n)]
+        if not missing:
+            return []
+        them = "it" if len(missing) == 1 else "them"
+        return [
+            f"The cell reads {', '.join(missing)}, which neither this kernel nor the cell defines: the job "
+            f"will stop with a NameError unless it gets {them} some other way. Run the cells that define "
+            f"{them} first, then submit again."
+        ]
 
     def _capture(self, captured: dict) -> Path | None:
         """Write the captured values where the server can take them (its inbox when it is on

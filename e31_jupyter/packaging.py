@@ -110,6 +110,7 @@ SETUP_TAG, CELL_TAG, RESULTS_TAG = "e31-setup", "e31-cell", "e31-results"
 class CellNames:
     reads: list[str]  # names the cell reads before it assigns them, in order of first use
     assigns: list[str]  # names the cell assigns at top level, in order
+    star_import: bool = False  # "from m import *": it binds names its syntax does not show
 
 
 def cell_names(source: str) -> CellNames:
@@ -118,7 +119,7 @@ def cell_names(source: str) -> CellNames:
     scope = _Scope()
     for statement in tree.body:
         scope.visit(statement)
-    return CellNames(scope.reads, scope.assigns)
+    return CellNames(scope.reads, scope.assigns, scope.star_import)
 
 
 class _Scope(ast.NodeVisitor):
@@ -127,6 +128,7 @@ class _Scope(ast.NodeVisitor):
     def __init__(self):
         self.reads: list[str] = []
         self.assigns: list[str] = []
+        self.star_import = False
         self._bound: set[str] = set()
 
     def read(self, name: str) -> None:
@@ -193,7 +195,9 @@ class _Scope(ast.NodeVisitor):
 
     def visit_ImportFrom(self, node):
         for alias in node.names:
-            if alias.name != "*":
+            if alias.name == "*":
+                self.star_import = True
+            else:
                 self.bind(alias.asname or alias.name)
 
     def visit_FunctionDef(self, node):

@@ -287,3 +287,22 @@ def test_check_says_where_a_cell_or_notebook_would_wait_and_submits_nothing(kern
     notebook = kernel.run(f"%e31 submit-notebook {EXAMPLES / 'train.ipynb'} -p epoch 3 --check")
     assert "train: would be queued" in notebook.stdout and "did you mean 'epochs'" in notebook.stderr
     assert client.jobs() == [] and list((tmp_path / "data" / "inbox").iterdir()) == []  # nothing captured
+
+
+def test_a_cell_that_reads_what_nothing_defines_is_warned_of(kernel, client):
+    kernel.run("known = 1")
+    warned = kernel.run("%%e31 submit --check\nscores = [model(x) for x in known_inputs]\nbest = max(scores) + known")
+    assert "reads known_inputs, model, which neither this kernel nor the cell defines" in warned.stderr
+    assert "NameError" in warned.stderr and "Run the cells that define them first" in warned.stderr
+    quiet = [
+        "def g():\n    return later\nlater = known\nprint(len([g()]))\ndisplay(g())",  # builtins, and a later global
+        "from math import *\ny = sqrt(4)",  # a star import binds what the syntax does not show
+        "try:\n    z = w\nexcept NameError:\n    w = 2",  # the cell defines w itself
+    ]
+    for cell in quiet:
+        out = kernel.run(f"%%e31 submit --check\n{cell}")
+        assert "would be queued" in out.stdout and "defines" not in out.stderr, (cell, out.stderr)
+    submitted = kernel.run("%%e31 submit\nanswer = undefined_name")  # a warning: the job is still submitted
+    assert "reads undefined_name, which" in submitted.stderr and "run the cells that define it" in submitted.stderr.lower()
+    job = wait_state(client, _job_id(submitted), "failed", "succeeded")
+    assert job["state"] == "failed" and "NameError" in job["reason"]
