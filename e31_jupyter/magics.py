@@ -126,7 +126,7 @@ class E31Magics(Magics):
 
     def submit_cell(self, argv: list[str], source: str) -> dict:
         args = _cell_parser().parse_args(argv)
-        names = cell_names(self.shell.transform_cell(source))
+        names = self._names(source)
         imports, captured = self._inputs(names.reads, args.inputs)
         outputs = _names(args.outputs) if args.outputs else names.assigns
         request = _request(args)
@@ -158,6 +158,17 @@ class E31Magics(Magics):
             raise
         self.show(job, job.get("warnings", []) + warnings)
         return self._wait_and_collect(job) if args.wait else job
+
+    def _names(self, source: str) -> CellNames:
+        """What the cell reads and assigns, as IPython will run it; refused when it is not Python."""
+        try:
+            return cell_names(self.shell.transform_cell(source))
+        except (SyntaxError, ValueError) as error:
+            where = f" (line {error.lineno})" if getattr(error, "lineno", None) else ""
+            raise InvalidRequest(
+                f"The cell is not valid Python{where}: {getattr(error, 'msg', error)}. Fix it and run "
+                "it again; nothing was submitted."
+            ) from None
 
     def _inputs(self, reads: list[str], option: str | None) -> tuple[list[str], dict]:
         """Import lines for the modules the cell uses, and the other values it reads."""

@@ -6,6 +6,7 @@ wrong; refusals only for what would certainly fail."""
 from __future__ import annotations
 
 import ast
+import builtins
 import difflib
 from pathlib import Path
 
@@ -15,6 +16,7 @@ from papermill.translators import papermill_translators
 from papermill.utils import nb_language
 
 from .errors import InvalidRequest
+from .packaging import CELL_TAG, cell_names, code_run_by_magic, parse_cell
 
 
 def notebook_warnings(
@@ -37,6 +39,9 @@ def parameter_warnings(notebook: nbformat.NotebookNode, kernel: str, parameters:
         return []
     translator = _translator(notebook, kernel)
     cell = next((c for c in notebook.cells if "parameters" in c.metadata.get("tags", [])), None)
+    job_cell = next((c for c in notebook.cells if CELL_TAG in c.metadata.get("tags", [])), None)
+    if cell is None and job_cell is not None:
+        return _cell_job_parameter_warnings(job_cell.source, parameters)
     if cell is None:
         return [
             "The notebook has no cell tagged 'parameters', so papermill puts the parameters in a "
@@ -53,6 +58,25 @@ def parameter_warnings(notebook: nbformat.NotebookNode, kernel: str, parameters:
         f"cell sets {', '.join(declared) or 'nothing'}."
         for name in parameters
         if name not in declared
+    ]
+
+
+IPYTHON_NAMES = ("get_ipython", "display")  # what IPython gives every kernel, on top of Python's builtins
+
+
+def _cell_job_parameter_warnings(source: str, parameters: dict) -> list[str]:
+    """A ``%%e31`` cell's job (resubmitted with parameters) has no parameters cell: a parameter
+    takes the place of the value of that name captured from the kernel, so the names it can
+    change are those the cell reads."""
+    try:
+        reads = [name for name in cell_names(source).reads if not hasattr(builtins, name) and name not in IPYTHON_NAMES]
+    except (SyntaxError, ValueError):  # the job will say so when it runs
+        return []
+    return [
+        f"Parameter {name!r} is not a name the cell reads{_did_you_mean(name, reads)} It is passed all "
+        f"the same, but the cell may never read it; the cell reads {', '.join(reads) or 'nothing'}."
+        for name in parameters
+        if name not in reads
     ]
 
 
@@ -121,37 +145,16 @@ def _relative_paths(sources: list[str], parameters: dict):
                 yield text
 
 
-def _syntax_tree(source: str) -> ast.Module:
-    """The cell's syntax tree: as plain Python, which most cells are, else as IPython reads it
-    (magics and ! lines turned into calls); empty when it does not parse either way."""
-    from IPython.core.inputtransformer2 import TransformerManager
-
-    try:
-        return ast.parse(source)
-    except (SyntaxError, ValueError):
-        pass
-    try:
-        return ast.parse(TransformerManager().transform_cell(source))
-    except (SyntaxError, ValueError):
-        return ast.Module(body=[], type_ignores=[])
-
-
 def _syntax_trees(source: str) -> list[ast.Module]:
     """The cell's syntax tree, and those of the code that its magics run (``%time x = f()``,
     ``%%timeit`` cells): IPython passes that code to the magic as a string."""
-    trees = [_syntax_tree(source)]
+    trees = [parse_cell(source)]
     for tree in trees:  # grows as magics inside magics are found
         for call in (node for node in ast.walk(tree) if isinstance(node, ast.Call)):
-            strings = [a.value for a in call.args if isinstance(a, ast.Constant) and isinstance(a.value, str)]
-            runner = call.func.attr if isinstance(call.func, ast.Attribute) else ""
-            if runner in ("run_line_magic", "run_cell_magic") and len(strings) == len(call.args) >= 2:
-                if strings[0] in _MAGICS_THAT_RUN_CODE:
-                    trees.append(_syntax_tree(strings[-1]))
+            code = code_run_by_magic(call)
+            if code is not None:
+                trees.append(parse_cell(code))
     return trees
-
-
-# Magics whose line (or cell) is Python code that they run; others take words, not code.
-_MAGICS_THAT_RUN_CODE = {"time", "timeit", "prun", "capture", "debug"}
 
 
 def _string_constants(tree: ast.Module) -> list[str]:

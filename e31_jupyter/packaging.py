@@ -114,8 +114,9 @@ class CellNames:
 
 
 def cell_names(source: str) -> CellNames:
-    """The cell's free names and its assigned names, from its syntax tree."""
-    tree = ast.parse(source)
+    """The cell's free names and its assigned names, from its syntax tree, the code its magics
+    run included. Raises SyntaxError for a cell that does not parse."""
+    tree = parse_cell_strictly(source)
     scope = _Scope()
     for statement in tree.body:
         scope.visit(statement)
@@ -244,10 +245,52 @@ class _Scope(ast.NodeVisitor):
     def visit_DictComp(self, node):
         self._comprehension(node, node.key, node.value)
 
+    def visit_Call(self, node):
+        self.generic_visit(node)
+        code = code_run_by_magic(node)
+        if code is not None:
+            for statement in parse_cell(code).body:
+                self.visit(statement)
+
     def visit_Global(self, node):
         pass
 
     visit_Nonlocal = visit_Global
+
+
+def parse_cell(source: str) -> ast.Module:
+    """The cell's syntax tree (``parse_cell_strictly``); empty when it does not parse."""
+    try:
+        return parse_cell_strictly(source)
+    except (SyntaxError, ValueError):
+        return ast.Module(body=[], type_ignores=[])
+
+
+def parse_cell_strictly(source: str) -> ast.Module:
+    """The cell's syntax tree: as plain Python, which most cells are, else as IPython reads it
+    (magics and ! lines turned into calls). Raises SyntaxError when it does not parse either way."""
+    from IPython.core.inputtransformer2 import TransformerManager
+
+    try:
+        return ast.parse(source)
+    except (SyntaxError, ValueError):
+        pass
+    return ast.parse(TransformerManager().transform_cell(source))
+
+
+# Magics whose line (or cell) is Python code that they run; others take words, not code.
+MAGICS_THAT_RUN_CODE = {"time", "timeit", "prun", "capture", "debug"}
+
+
+def code_run_by_magic(call: ast.Call) -> str | None:
+    """The code a magic runs, for a call as IPython writes a magic (``%time x = f()`` is
+    ``get_ipython().run_line_magic('time', 'x = f()')``); None for any other call."""
+    strings = [a.value for a in call.args if isinstance(a, ast.Constant) and isinstance(a.value, str)]
+    runner = call.func.attr if isinstance(call.func, ast.Attribute) else ""
+    if runner in ("run_line_magic", "run_cell_magic") and len(strings) == len(call.args) >= 2:
+        if strings[0] in MAGICS_THAT_RUN_CODE:
+            return strings[-1]
+    return None
 
 
 def _free_in_body(function: ast.FunctionDef | ast.Lambda) -> list[str]:

@@ -17,10 +17,12 @@ import os
 import pickle
 from pathlib import Path
 from types import ModuleType
+from typing import Collection
 
 import cloudpickle
 
 from .errors import InvalidRequest
+from .jobdir import JobDir
 from .text import format_size
 
 INDEX = "values.json"
@@ -132,9 +134,12 @@ def _check_room(name: str, value, written: int, room: int) -> None:
         )
 
 
-def load(folder: Path) -> dict:
-    """The values saved in ``folder``; the first that cannot be loaded raises (``restore`` goes on)."""
-    return {name: _load_one(folder, entry["files"]) for name, entry in read_index(folder).items() if entry["files"]}
+def load(folder: Path, leave_out: Collection[str] = ()) -> dict:
+    """The values saved in ``folder`` but those named in ``leave_out``; the first that cannot be
+    loaded raises (``restore`` goes on)."""
+    index = read_index(folder)
+    chosen = (name for name, entry in index.items() if entry["files"] and name not in leave_out)
+    return {name: _load_one(folder, index[name]["files"]) for name in chosen}
 
 
 def restore(folder: Path) -> tuple[dict, dict]:
@@ -146,7 +151,8 @@ def restore(folder: Path) -> tuple[dict, dict]:
         if entry.get("skipped"):
             continue
         try:
-            loaded[name] = importlib.import_module(entry["module"]) if "module" in entry else _load_one(folder, entry["files"])
+            module = entry.get("module")
+            loaded[name] = importlib.import_module(module) if module else _load_one(folder, entry["files"])
         except Exception as error:  # unpickling, and a module's own import code, may raise anything
             failed[name] = _why_not_here(entry, error)
     return loaded, failed
@@ -201,20 +207,23 @@ def describe(index: dict) -> list[dict]:
 # --- inside a job: the cells that packaging.py writes around the user's cell call these ---
 
 
-def _job_dir() -> Path:
-    return Path(os.environ["E31_JOB_DIR"])
+def _job_dir() -> JobDir:
+    return JobDir(os.environ["E31_JOB_DIR"])
 
 
 def load_inputs() -> dict:
-    """The values captured from the submitting kernel."""
-    return load(_job_dir() / "inputs")
+    """The values captured from the submitting kernel, but for those the job's parameters set
+    (``e31 resubmit JOB -p NAME VALUE``): papermill set them before this runs, and they win."""
+    job = _job_dir()
+    parameters = (job.read_json(job.spec) or {}).get("parameters") or {}
+    return load(job.inputs, leave_out=parameters)
 
 
 def save_outputs(namespace: dict, names: list[str]) -> None:
     """Hand back the cell's results (the modules it imported by name, to be imported again). A
     value that cannot travel back is left out, and the job's values list says why."""
     chosen = {n: namespace[n] for n in names if n in namespace}
-    index = save(chosen, _job_dir() / "values", limit_bytes=1 << 62, skip_bad=True)
+    index = save(chosen, _job_dir().values, limit_bytes=1 << 62, skip_bad=True)
     for name, entry in index.items():
         if "skipped" in entry:
             print(f"e31: {name} is not returned: {entry['skipped']}")

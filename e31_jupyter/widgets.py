@@ -340,7 +340,8 @@ def _values_html(listing: list[dict]) -> str:
     if not listing:
         return ""
     rows = "".join(
-        f"<tr><td><code>{html.escape(v['name'])}</code></td><td>{html.escape(v['type'])}</td><td>{_value_note(v)}</td></tr>"
+        f"<tr><td><code>{html.escape(v['name'])}</code></td><td>{html.escape(v['type'])}</td>"
+        f"<td>{_value_note(v)}</td></tr>"
         for v in listing
     )
     return f"<b>Values</b><table style='margin:2px 0'>{rows}</table>"

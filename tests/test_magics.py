@@ -306,3 +306,27 @@ def test_a_cell_that_reads_what_nothing_defines_is_warned_of(kernel, client):
     assert "reads undefined_name, which" in submitted.stderr and "run the cells that define it" in submitted.stderr.lower()
     job = wait_state(client, _job_id(submitted), "failed", "succeeded")
     assert job["state"] == "failed" and "NameError" in job["reason"]
+
+
+def test_a_cell_job_resubmitted_with_a_parameter_uses_it_instead_of_the_captured_value(kernel, client):
+    kernel.run("lr = 0.1")
+    first = kernel.run("%%e31 submit --name lr --wait\nresult = lr * 10")
+    assert kernel.value("result") == "1.0", first
+    resubmitted = kernel.run("%e31 resubmit last -p lr 0.5 --wait")
+    assert "tagged 'parameters'" not in resubmitted.stderr, resubmitted.stderr  # a cell's job has none to tag
+    job = client.job(_job_id(resubmitted))
+    assert job["state"] == "succeeded" and job["work"]["parameters"] == {"lr": 0.5}, job
+    kernel.run(f"%e31 collect {job['id']}")
+    assert kernel.value("result") == "5.0" and kernel.value("lr") == "0.1"  # the kernel's own lr is untouched
+    typo = kernel.run("%e31 resubmit last -p lrr 0.5 --check")
+    assert "Parameter 'lrr' is not a name the cell reads: did you mean 'lr'?" in typo.stderr
+
+
+def test_a_cell_that_is_not_python_is_refused_and_code_run_by_magics_is_read(kernel, client):
+    refused = kernel.run("%%e31 submit\nx = 1\ny = (x,")
+    assert "e31: The cell is not valid Python (line 2)" in refused.stderr and "nothing was submitted" in refused.stderr
+    assert refused.error == "" and client.jobs() == []
+    kernel.run("lr = 0.1\ndef model(v):\n    return v * 10")
+    timed = kernel.run("%%e31 submit --wait\n%time result = model(lr)")  # %time runs code that IPython passes as a string
+    assert timed.error == "" and "defines" not in timed.stderr, timed.stderr
+    assert kernel.value("result") == "1.0", (timed.stdout, timed.stderr)

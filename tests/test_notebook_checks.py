@@ -9,6 +9,7 @@ from nbformat.v4 import new_code_cell, new_notebook
 
 from e31_jupyter.errors import InvalidRequest
 from e31_jupyter.notebook_checks import left_behind_warnings, parameter_warnings, python_sources
+from e31_jupyter.packaging import cell_notebook
 
 
 def _notebook(language: str, parameters_cell: str) -> nbformat.NotebookNode:
@@ -100,3 +101,11 @@ def test_code_that_magics_run_is_read_too(tmp_path):
     assert "have 'labels.txt', next to" in warning
     not_code = "%pip install -q 'labels.txt >= 1'\n%config Application.log_level = 'labels.txt'"
     assert left_behind_warnings(python_sources(_notebook("python", not_code)), tmp_path, {}, []) == []
+
+
+def test_a_cell_jobs_parameters_are_the_names_the_cell_reads():
+    nb = cell_notebook("%time result = model(learning_rate) * scale", [], ["learning_rate", "scale"], ["result"], "python3")
+    assert parameter_warnings(nb, "python3", {"learning_rate": 0.5, "scale": 2}) == []  # no parameters cell needed
+    (warning,) = parameter_warnings(nb, "python3", {"learning_rte": 0.5})
+    assert warning.startswith("Parameter 'learning_rte' is not a name the cell reads: did you mean 'learning_rate'?")
+    assert warning.endswith("the cell reads model, learning_rate, scale.") and "tagged" not in warning
