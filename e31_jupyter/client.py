@@ -249,8 +249,9 @@ class E31Client:
         """Write a finished job's output into ``to_dir`` and return it.
 
         Layout: ``job.json`` (the job with its transitions), ``<notebook>.executed.ipynb`` and
-        ``<notebook>.executed.html`` when the server has them, and the collected files under
-        ``files/`` at their relative paths.
+        ``<notebook>.executed.html`` when the server has them, the collected files under
+        ``files/`` at their relative paths, and the values a ``%%e31`` cell returned under
+        ``values/`` (``e31_jupyter.values.load`` reads them).
         """
         job = self.job(job_id)
         if job["state"] not in FINAL_STATES:
@@ -271,6 +272,8 @@ class E31Client:
             (root / f"{stem}.executed.html").write_text(self.report(job_id), encoding="utf-8")
         for path, destination in targets:
             self.save_file(job_id, path, destination)
+        if self.values(job_id)["files"]:
+            self.save_values(job_id, root / "values")
         return root
 
 

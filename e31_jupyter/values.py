@@ -134,9 +134,10 @@ def _check_room(name: str, value, written: int, room: int) -> None:
         )
 
 
-def load(folder: Path, leave_out: Collection[str] = ()) -> dict:
+def load(folder: str | os.PathLike, leave_out: Collection[str] = ()) -> dict:
     """The values saved in ``folder`` but those named in ``leave_out``; the first that cannot be
     loaded raises (``restore`` goes on)."""
+    folder = Path(folder)
     index = read_index(folder)
     chosen = (name for name, entry in index.items() if entry["files"] and name not in leave_out)
     return {name: _load_one(folder, index[name]["files"]) for name in chosen}

@@ -7,6 +7,7 @@ import time
 from fnmatch import fnmatchcase
 from pathlib import Path
 
+from .. import values
 from ..client import FINAL_STATES, E31Client
 from ..errors import E31Error
 from .arguments import request_changes, submit_bodies, update_changes
@@ -233,7 +234,12 @@ def cmd_collect(client: E31Client, args) -> int:
 
     def collect(job_id: str) -> None:
         to = Path(args.to or ".") / f"e31-{job_id}" if several else args.to or f"e31-{job_id}"
-        print(f"Collected job {job_id} into {client.collect(job_id, to)}")
+        folder = client.collect(job_id, to)
+        print(f"Collected job {job_id} into {folder}")
+        returned = list(values.read_index(folder / "values"))
+        if returned:
+            print(f"  values {', '.join(returned)} in {folder / 'values'}; in Python: "
+                  f"e31_jupyter.values.load({str(folder / 'values')!r})")  # fmt: skip
 
     return _each(client, args.job, collect)
 
