@@ -58,6 +58,17 @@ class _Done(Exception):
     """--help was printed: nothing else to do."""
 
 
+class Interrupted(KeyboardInterrupt):
+    """Interrupt pressed during a command (most often a wait): the cell stops, as on any
+    interrupt, so a "Run All" stops too, but with a word on the jobs instead of a traceback."""
+
+    def _render_traceback_(self) -> list[str]:  # IPython shows this instead of the traceback
+        return [
+            "e31: interrupted. Jobs already submitted go on without this kernel: %e31 jobs lists them, "
+            "%e31 collect JOB brings one back once it has finished, %e31 cancel JOB stops it."
+        ]
+
+
 def _cell_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="%%e31 submit", description="Run this cell as an unattended job.")
     parser.add_argument("--gpus", type=int, default=0)
@@ -117,6 +128,8 @@ class E31Magics(Magics):
                 self.run_command(argv)
         except _Done:
             pass
+        except KeyboardInterrupt:
+            raise Interrupted() from None
         except E31Error as error:
             print(f"e31: {error.message}", file=sys.stderr)
         except ValueError as error:  # shlex: unbalanced quotes

@@ -6,8 +6,10 @@ import json
 import math
 import os
 import re
+import signal
 import subprocess
 import sys
+import time
 
 import nbformat
 import pytest
@@ -341,6 +343,20 @@ def test_collect_brings_the_values_a_cell_returned(e31, client, tmp_path):
     )
     assert values.load(str(dest / "values")) == {"scores": {"a": [1, 2]}}  # json is a module: imported, not pickled
     assert values.restore(dest / "values")[0]["json"] is json
+
+
+def test_interrupting_a_wait_says_the_job_goes_on(server, client, gated):
+    job = wait_state(client, gated.submit(client, "held", gpus=1)["id"], "running")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("E31_")}
+    command = [sys.executable, "-m", "e31_jupyter.cli", "--url", server.url, "--token", server.token, "wait", job["id"]]
+    waiting = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    time.sleep(3)  # started and polling
+    waiting.send_signal(signal.SIGINT)
+    out, err = waiting.communicate(timeout=30)
+    assert waiting.returncode == 130 and out == ""
+    assert err.strip() == "e31: interrupted. Jobs already submitted go on: `e31 jobs` lists them, `e31 cancel JOB` stops one."
+    assert client.job(job["id"])["state"] == "running"
+    gated.open("held")
 
 
 def test_collect_before_the_job_ends_is_refused(e31, client, gated, tmp_path):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import re
+import threading
 from dataclasses import dataclass, field
 
 import pytest
@@ -330,3 +331,14 @@ def test_a_cell_that_is_not_python_is_refused_and_code_run_by_magics_is_read(ker
     timed = kernel.run("%%e31 submit --wait\n%time result = model(lr)")  # %time runs code that IPython passes as a string
     assert timed.error == "" and "defines" not in timed.stderr, timed.stderr
     assert kernel.value("result") == "1.0", (timed.stdout, timed.stderr)
+
+
+def test_interrupting_a_wait_stops_the_cell_and_says_the_job_goes_on(kernel, client, gated):
+    job = wait_state(client, gated.submit(client, "held", gpus=1)["id"], "running")
+    threading.Timer(3, kernel.manager.interrupt_kernel).start()
+    waited = kernel.run(f"%e31 wait {job['id']}")
+    assert waited.error.startswith("e31: interrupted. Jobs already submitted go on"), waited.error
+    assert "Traceback" not in waited.error and "%e31 collect JOB" in waited.error
+    assert client.job(job["id"])["state"] == "running"  # the interrupt stopped the wait, not the job
+    assert kernel.value("1 + 1") == "2"  # and the kernel is fine
+    gated.open("held")

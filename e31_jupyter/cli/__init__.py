@@ -32,4 +32,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"e31: {error}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
+        print(
+            "\ne31: interrupted. Jobs already submitted go on: `e31 jobs` lists them, `e31 cancel JOB` stops one.",
+            file=sys.stderr,
+        )
         return 130
