@@ -272,8 +272,7 @@ class E31Client:
             (root / f"{stem}.executed.html").write_text(self.report(job_id), encoding="utf-8")
         for path, destination in targets:
             self.save_file(job_id, path, destination)
-        if self.values(job_id)["files"]:
-            self.save_values(job_id, root / "values")
+        self.save_values(job_id, root / "values")  # a %%e31 cell's; nothing (no folder) for a notebook's
         return root
 
 

@@ -303,6 +303,7 @@ def test_collect_writes_the_notebook_report_and_files(e31, trained, tmp_path):
     assert code == 0 and out == f"Collected job {trained} into {dest}\n"
 
     assert json.loads((dest / "job.json").read_text())["id"] == trained
+    assert not (dest / "values").exists()  # a notebook's job returns no values
     executed = nbformat.read(dest / "train.executed.ipynb", as_version=4)
     injected = [c for c in executed.cells if "injected-parameters" in c.metadata.get("tags", [])]
     assert "epochs = 3" in injected[0].source
