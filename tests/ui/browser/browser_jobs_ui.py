@@ -345,8 +345,9 @@ def test_an_impossible_deadline_shows_the_servers_message_and_the_dialog_stays_o
 
 
 def test_a_queued_job_is_changed_in_place_from_its_detail_view(lab, api, context):
+    # A gate of its own: the first test opened "blocker"'s, which would end this blocker at once.
     blocker = api.submit(
-        path=str(gated_notebook(lab, "blocker")), name="blocker", gpus=2, parameters={"gate": gate(lab, "blocker")}
+        path=str(gated_notebook(lab, "blocker")), name="blocker", gpus=2, parameters={"gate": gate(lab, "change-blocker")}
     )
     wait_state(api, blocker["id"], "running")
     waiting = api.submit(
@@ -408,7 +409,7 @@ def test_a_queued_job_is_changed_in_place_from_its_detail_view(lab, api, context
     dialog.locator(".jp-Dialog-button.jp-mod-accept").click()
     closes_once_saved(dialog)
     assert api.job(waiting["id"])["transitions"] == history
-    for name in ("blocker", "waiting"):
+    for name in ("change-blocker", "waiting"):
         (lab.root / f"gate-{name}").touch()
     expect(detail).to_have_attribute("data-state", "succeeded", timeout=JOB_END_WAIT)
     assert api.job(waiting["id"])["gpus"] and len(api.job(waiting["id"])["gpus"]) == 1
