@@ -9,11 +9,12 @@ import re
 import signal
 import subprocess
 import sys
-import time
+from urllib.parse import urlparse
 
 import nbformat
+import psutil
 import pytest
-from conftest import EXAMPLES, ts, wait_state, write_notebook
+from conftest import EXAMPLES, ts, wait_for, wait_state, write_notebook
 
 from e31_jupyter import values
 from e31_jupyter.cli import main
@@ -350,14 +351,23 @@ def test_interrupting_a_wait_says_the_job_goes_on(server, client, gated):
     job = wait_state(client, gated.submit(client, "held", gpus=1)["id"], "running")
     env = {k: v for k, v in os.environ.items() if not k.startswith("E31_")}
     command = [sys.executable, "-m", "e31_jupyter.cli", "--url", server.url, "--token", server.token, "wait", job["id"]]
-    waiting = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
-    time.sleep(3)  # started and polling
+    waiting = subprocess.Popen(
+        command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),  # a background parent may ignore it
+    )  # fmt: skip
+    wait_for(lambda: _talks_to(waiting.pid, server.url), what="e31 wait to reach the server")  # past its start-up
     waiting.send_signal(signal.SIGINT)
     out, err = waiting.communicate(timeout=30)
     assert waiting.returncode == 130 and out == ""
     assert err.strip() == "e31: interrupted. Jobs already submitted go on: `e31 jobs` lists them, `e31 cancel JOB` stops one."
     assert client.job(job["id"])["state"] == "running"
     gated.open("held")
+
+
+def _talks_to(pid: int, url: str) -> bool:
+    process = psutil.Process(pid)
+    connections = getattr(process, "net_connections", process.connections)(kind="tcp")  # psutil < 6: connections
+    return any(c.raddr and c.raddr.port == urlparse(url).port for c in connections)
 
 
 def test_collect_before_the_job_ends_is_refused(e31, client, gated, tmp_path):
