@@ -11,9 +11,9 @@ One server (``ServerProcess``, two configured GPUs) holds real jobs before the f
 - ``waiting``: queued behind it (the one live job the fuzz may cancel and resubmit).
 
 First every operation is called once, unfuzzed, on every real object it may touch (every
-collected file for downloadFile, every value file for downloadValueFile). Then every operation is fuzzed with data that fits the spec
-(positive) and data that does not (negative), with generated ``{id}`` and ``{path}`` values
-(unknown objects) and with the real ones. Every request carries the token. Checks: no 5xx, and
+collected file for downloadFile, every value file for downloadValueFile). Then every operation
+is fuzzed with data that fits the spec (positive) and data that does not (negative), with
+generated ``{id}``, ``{path}`` and ``{name}`` values (unknown objects) and with the real ones. Every request carries the token. Checks: no 5xx, and
 every answer's status code, content type and body are ones the spec declares; the server logs no
 traceback. Last, each operation without the token, and with a wrong one: refused (403). The
 number of examples per operation, mode and kind of id is ``E31_FUZZ_EXAMPLES`` (default 16:
