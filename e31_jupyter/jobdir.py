@@ -34,6 +34,12 @@ class JobDir:
         except (FileNotFoundError, ValueError):
             return default
 
+    def never_started(self) -> bool:
+        """No trace of a worker: it writes baseline.json before anything else, and whatever it
+        printed before that (a crash at start, say) is in job.log."""
+        printed = self.log.exists() and self.log.stat().st_size > 0
+        return not self.baseline.exists() and not printed
+
     def last_sign_of_life(self) -> float | None:
         """The newest modification time among the files the worker keeps writing."""
         times = [p.stat().st_mtime for p in (self.progress, self.log) if p.exists()]

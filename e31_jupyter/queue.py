@@ -579,6 +579,10 @@ class Queue:
         granted = f"granted GPU(s) {', '.join(devices)}" if devices else "started (no GPUs)"
         if not self.store.transition(job_id, ("queued",), "running", granted, now, started_at=now, granted=devices):
             return  # cancelled a moment ago
+        self._begin(job_id, devices)
+
+    def _begin(self, job_id: str, devices: list[str]) -> None:
+        """Start the process of a job recorded as running on ``devices``."""
         if getattr(self.backend, "starts_slowly", False):
             self._loop.run_in_executor(None, self._launch_in_thread, job_id, devices)
         else:
@@ -669,9 +673,24 @@ class Queue:
                 self._watch(job["id"], handle)
                 continue
             jobdir = self.jobdir(job["id"])
+            if handle is None and not job["stop_requested"] and jobdir.never_started():
+                self._start_unstarted(job)
+                continue
             manifest = jobdir.read_json(jobdir.manifest)
             ended_at = (manifest or {}).get("finished_at") or jobdir.last_sign_of_life()
             self._finish(job["id"], None, max(ended_at or job["started_at"], job["started_at"]))
+
+    def _start_unstarted(self, job: dict) -> None:
+        """A server killed after recording a job as running but before starting its process: the
+        job still holds its GPUs, so it starts on them now, and the meter counts from now."""
+        self.backend.sweep(job["id"])  # e.g. a container created but never started
+        devices = job["granted"]
+        on = f" on GPU(s) {', '.join(devices)}" if devices else ""
+        reason = f"started after a restart{on}: the server had stopped before the job's process began, so nothing had run"
+        now = self.clock()
+        self.store.transition(job["id"], ("running",), "running", reason, now, started_at=now)
+        log.info("e31: starting job %s, which the last server recorded as running but never started", job["id"])
+        self._begin(job["id"], devices)
 
     def _recover_handle(self, job_id: str) -> dict | None:
         """A server killed between starting a job and recording its handle: find the job's

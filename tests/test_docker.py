@@ -234,6 +234,42 @@ def test_a_restarted_server_adopts_running_containers_and_finds_ended_ones(
     assert engine.job_containers(survivor["id"]) == []
 
 
+def test_a_container_created_but_never_started_before_the_server_died_is_replaced_and_run(
+    engine, start_docker_server, tmp_path
+):
+    """A server killed between creating a job's container and starting it: the next server
+    removes that container and starts the job in a new one (its name is the job's, so the old
+    one must go first), instead of failing a job that never ran."""
+    notebook = write_notebook(tmp_path / "gated.ipynb", GATE, "open('done.txt', 'w').write('done')")
+    first = start_docker_server()
+    client = E31Client(first.url, first.token)
+    job = wait_state(client, client.submit(path=str(notebook))["id"], "running")
+    container = running_container(engine, job["id"])
+    first.kill()
+    container.remove(force=True)
+    jobdir = first.data_dir / "jobs" / job["id"]
+    for written in ("baseline.json", "progress.json", "executed.ipynb"):  # as if it never ran
+        (jobdir / written).unlink(missing_ok=True)
+    (jobdir / "job.log").write_bytes(b"")
+    with sqlite3.connect(first.data_dir / "e31.sqlite") as db:
+        db.execute("UPDATE jobs SET handle = NULL WHERE id = ?", (job["id"],))
+    created = engine.client.containers.create(
+        FULL_IMAGE, ["true"], name=f"e31-{job['id']}", labels={"e31.job": job["id"]}
+    )
+
+    second = start_docker_server()
+    client = E31Client(second.url, second.token)
+    restarted = wait_state(client, job["id"], "running")
+    assert "started after a restart" in restarted["transitions"][-1]["reason"]
+    replacement = running_container(engine, job["id"])
+    assert replacement.id != created.id
+    open_gate(second, job["id"])
+    done = wait_state(client, job["id"], "succeeded", "failed")
+    assert done["state"] == "succeeded", done["reason"]
+    assert client.download(job["id"], "done.txt") == b"done"
+    assert engine.job_containers(job["id"]) == []
+
+
 def test_an_image_without_papermill_fails_the_job_and_says_so(engine, start_docker_server, tmp_path):
     server = start_docker_server()
     client = E31Client(server.url, server.token)

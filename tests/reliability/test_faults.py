@@ -277,3 +277,47 @@ def test_a_job_started_just_before_the_server_died_is_adopted_not_lost(start_ser
     done = wait_state(client, job["id"], "succeeded", "failed")
     assert done["state"] == "succeeded", done["reason"]
     assert gated.runs.read_text().split() == [job["id"]]
+
+
+def test_a_job_granted_gpus_just_before_the_server_died_starts_after_the_restart(start_server, gated):
+    """Invariant: a server killed after recording a job as running but before starting its
+    process leaves a job that never ran. The next server starts it on the GPUs it was granted,
+    with the meter counting from that start, rather than failing it as lost."""
+    import sqlite3
+
+    first = start_server()
+    client = E31Client(first.url, first.token)
+    blocker = wait_state(client, gated.submit(client, "crash-blocker", gpus=2)["id"], "running")
+    job = gated.submit(client, "unstarted", gpus=1)
+    assert client.job(job["id"])["state"] == "queued"
+    first.kill()
+    gated.open("crash-blocker")
+    wait_for(lambda: not _job_processes(blocker["id"]), what="the blocker to end")
+    down_since = time.time() - 3600  # the server has been down an hour: not charged, no timeout
+    with sqlite3.connect(first.data_dir / "e31.sqlite") as db:  # what the store held at the kill
+        db.execute(
+            "UPDATE jobs SET state = 'running', reason = 'granted GPU(s) 1', started_at = ?,"
+            " granted = '[\"1\"]' WHERE id = ?",
+            (down_since, job["id"]),
+        )
+        db.execute(
+            "INSERT INTO transitions (job_id, at, from_state, to_state, reason)"
+            " VALUES (?, ?, 'queued', 'running', 'granted GPU(s) 1')",
+            (job["id"], down_since),
+        )
+    (first.data_dir / "jobs" / job["id"] / "job.log").touch()  # opened for the worker, not yet started
+
+    second = start_server()
+    client = E31Client(second.url, second.token)
+    wait_for(lambda: gated.runs.read_text().split() == [blocker["id"], job["id"]], what="the job to start")
+    running = client.job(job["id"])
+    assert running["state"] == "running"
+    assert ts(running["started_at"]) > down_since + 3000
+    assert "started after a restart" in running["transitions"][-1]["reason"]
+    gated.open("unstarted")
+    done = wait_state(client, job["id"], "succeeded", "failed")
+    assert done["state"] == "succeeded", done["reason"]
+    assert done["meter"]["gpu_hours"] < 0.1
+    assert (first.data_dir / "jobs" / job["id"] / "work" / "devices.txt").read_text() == "1"
+    assert wait_state(client, blocker["id"], "succeeded")["state"] == "succeeded"
+    assert gated.runs.read_text().split() == [blocker["id"], job["id"]]
