@@ -38,26 +38,49 @@ def _type_name(value) -> str:
     return cls.__name__ if cls.__module__ == "builtins" else f"{cls.__module__}.{cls.__qualname__}"
 
 
-def _refuse_known_travellers(name: str, value) -> None:
+def _refuse_known_travellers(name: str, value, returning: bool) -> None:
     """Values that would pickle, but would be wrong on the other side."""
+    what = f"{name} ({_type_name(value)})"
     if isinstance(value, io.IOBase):  # cloudpickle would send a copy of a file's contents
         raise CannotTravel(
-            f"{name} ({_type_name(value)}) is an open file of this kernel and cannot be sent to "
-            f"the job. Open it inside the cell (add the file with --data PATH), or leave it out "
-            f"with --in=-{name}."
+            f"{what} is an open file of the job's kernel and cannot be handed back. Write what "
+            "you need to a file in the job's folder (files come back), and name the values to "
+            "return with --out."
+            if returning
+            else f"{what} is an open file of this kernel and cannot be sent to the job. Open it "
+            f"inside the cell (add the file with --data PATH), or leave it out with --in=-{name}."
         )
     device = getattr(value, "device", None)
     if getattr(device, "type", None) == "cuda" or getattr(value, "is_cuda", False) is True:
         raise CannotTravel(
-            f"{name} ({_type_name(value)}) lives on a GPU of this kernel and cannot be moved into "
-            f"the job. Create it inside the cell, or pass a CPU copy ({name}.cpu()) with --in."
+            f"{what} lives on a GPU of the job and is not handed back (the kernel that collects "
+            f"it may have no GPU). End the cell with a CPU copy: {name} = {name}.cpu()."
+            if returning
+            else f"{what} lives on a GPU of this kernel and cannot be moved into the job. Create "
+            f"it inside the cell, or pass a CPU copy ({name}.cpu()) with --in."
         )
 
 
-def save(values: dict, folder: Path, limit_bytes: int = DEFAULT_LIMIT_BYTES, skip_bad: bool = False) -> dict:
+def _cannot_pickle(name: str, value, error: Exception, returning: bool) -> CannotTravel:
+    what = f"{name} ({_type_name(value)})"
+    if returning:
+        return CannotTravel(
+            f"{what} cannot be handed back from the job: {error}. Locks, open files, sockets, "
+            "generators and live connections exist only in the job's kernel: return what they "
+            "hold (plain data, or a file the job writes), or name the values to return with --out."
+        )
+    return CannotTravel(
+        f"{what} cannot be sent to the job: {error}. Create it inside the cell instead (open "
+        "files, locks, sockets, generators and live connections only exist in this kernel), or "
+        f"leave it out with --in=-{name}."
+    )
+
+
+def save(values: dict, folder: Path, limit_bytes: int = DEFAULT_LIMIT_BYTES, returning: bool = False) -> dict:
     """Write each value to ``folder``; returns the index. Refuses (raises CannotTravel, naming
     the value) anything that cannot be pickled, and stops as soon as the total passes
-    ``limit_bytes``. With ``skip_bad`` such a value is left out and the index says why."""
+    ``limit_bytes``. A job ``returning`` values leaves such a value out instead, and the index
+    says why, in words for the way back."""
     folder.mkdir(parents=True, exist_ok=True)
     index, total = {}, 0
     for name, value in values.items():
@@ -67,10 +90,10 @@ def save(values: dict, folder: Path, limit_bytes: int = DEFAULT_LIMIT_BYTES, ski
             index[name] = entry
             continue
         try:
-            _refuse_known_travellers(name, value)
-            entry["files"], entry["size"] = _save_one(name, value, folder, limit_bytes - total)
+            _refuse_known_travellers(name, value, returning)
+            entry["files"], entry["size"] = _save_one(name, value, folder, limit_bytes - total, returning)
         except CannotTravel as error:
-            if not skip_bad:
+            if not returning:
                 raise
             entry["skipped"] = error.message
             for stale in folder.glob(f"{name}.*"):
@@ -81,7 +104,7 @@ def save(values: dict, folder: Path, limit_bytes: int = DEFAULT_LIMIT_BYTES, ski
     return index
 
 
-def _save_one(name: str, value, folder: Path, room: int) -> tuple[list[str], int]:
+def _save_one(name: str, value, folder: Path, room: int, returning: bool) -> tuple[list[str], int]:
     files: list[str] = []
     written = 0
 
@@ -104,11 +127,7 @@ def _save_one(name: str, value, folder: Path, room: int) -> tuple[list[str], int
     except CannotTravel:
         raise
     except Exception as error:  # pickle raises TypeError, PicklingError, AttributeError, ...
-        raise CannotTravel(
-            f"{name} ({_type_name(value)}) cannot be sent to the job: {error}. "
-            "Create it inside the cell instead (open files, locks, sockets, generators and live "
-            f"connections only exist in this kernel), or leave it out with --in=-{name}."
-        ) from None
+        raise _cannot_pickle(name, value, error, returning) from None
     written += stream.stat().st_size
     _check_room(name, value, written, room)
     return [stream.name, *files], written
@@ -224,7 +243,7 @@ def save_outputs(namespace: dict, names: list[str]) -> None:
     """Hand back the cell's results (the modules it imported by name, to be imported again). A
     value that cannot travel back is left out, and the job's values list says why."""
     chosen = {n: namespace[n] for n in names if n in namespace}
-    index = save(chosen, _job_dir().values, limit_bytes=1 << 62, skip_bad=True)
+    index = save(chosen, _job_dir().values, limit_bytes=1 << 62, returning=True)
     for name, entry in index.items():
         if "skipped" in entry:
             print(f"e31: {name} is not returned: {entry['skipped']}")

@@ -118,7 +118,9 @@ def test_a_cell_runs_as_a_job_and_is_collected_in_a_new_kernel(kernel, client, t
     assert kernel.value("total") == "1002000.0"
     assert kernel.value("plt.__name__") == "'matplotlib.pyplot'"  # what the cell imported is imported again
     assert (tmp_path / "e31-outputs" / "headline" / "result.txt").read_text() == "1002000.0"
-    assert "out" in collected.stderr  # the closed file handle could not come back, and it says so
+    # The closed file handle could not come back, and it says so, in words for the way back.
+    assert "e31: out was not returned: out (_io.TextIOWrapper) is an open file of the job's kernel" in collected.stderr
+    assert "--out" in collected.stderr and "--in" not in collected.stderr
 
 
 def test_rerunning_the_cell_attaches_and_new_submits_again(kernel, client):
