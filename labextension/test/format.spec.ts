@@ -9,7 +9,8 @@ import {
   jobSummary,
   outlookText,
   progressFraction,
-  sweepName
+  sweepName,
+  valueNote
 } from '../src/model/format';
 import { ISubmitCheck } from '../src/model/types';
 import { job } from './helpers';
@@ -206,5 +207,19 @@ describe('format', () => {
 
   it('sizes files', () => {
     expect([12, 2048, 5 * 1024 * 1024].map(formatBytes)).toEqual(['12 B', '2.0 KB', '5.0 MB']);
+  });
+
+  it("says what a returned value is: type and size, the module it brings back, or why it is missing", () => {
+    expect(
+      [
+        { name: 'scores', type: 'numpy.ndarray', size: 2048 },
+        { name: 'np', type: 'module', size: 0, module: 'numpy' },
+        { name: 'f', type: 'function', size: 0, skipped: 'it cannot be pickled' }
+      ].map(valueNote)
+    ).toEqual([
+      'numpy.ndarray, 2.0 KB',
+      'module numpy, imported again when collected',
+      'not returned: it cannot be pickled'
+    ]);
   });
 });

@@ -18,6 +18,7 @@ import {
   ISubmitRequest,
   ISubmittedJob,
   IUpdateRequest,
+  IValueEntry,
   JobState
 } from './types';
 
@@ -115,6 +116,11 @@ export class E31Api {
   async files(id: string): Promise<IFileEntry[]> {
     return (await this.json<{ files: IFileEntry[] }>(`jobs/${enc(id)}/files`))
       .files;
+  }
+
+  async values(id: string): Promise<IValueEntry[]> {
+    return (await this.json<{ values: IValueEntry[] }>(`jobs/${enc(id)}/values`))
+      .values;
   }
 
   meter(since: Date, until: Date): Promise<IMeterReport> {

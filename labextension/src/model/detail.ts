@@ -1,14 +1,15 @@
 /**
- * One job in detail: its record with the state history, the tail of its log and the files it
- * handed back. Polls while the view is on screen and the job has not ended; once it has ended
- * one last fetch picks up its final log and files, then nothing runs.
+ * One job in detail: its record with the state history, the tail of its log and the files (and,
+ * for a cell's job, the values) it handed back. Polls while the view is on screen and the job has
+ * not ended; once it has ended one last fetch picks up its final log, files and values, then
+ * nothing runs.
  */
 
 import { ISignal, Signal } from '@lumino/signaling';
 
 import { E31Api, errorText } from './api';
 import { IBackoff, Poller } from './poller';
-import { IFileEntry, IJobDetail, isFinal } from './types';
+import { IFileEntry, IJobDetail, IValueEntry, isFinal } from './types';
 
 export const LOG_TAIL_LINES = 60;
 
@@ -42,6 +43,10 @@ export class JobDetailModel {
     return this._files;
   }
 
+  get values(): IValueEntry[] {
+    return this._values;
+  }
+
   get error(): string | null {
     return this._error;
   }
@@ -70,7 +75,7 @@ export class JobDetailModel {
     try {
       const job = await this.api.job(this.id);
       const ended = isFinal(job);
-      const [log, files] = await Promise.all([
+      const [log, files, values] = await Promise.all([
         this.api.logTail(this.id, LOG_TAIL_LINES).then(
           chunk => chunk.text,
           () => this._log
@@ -78,7 +83,11 @@ export class JobDetailModel {
         // Files are collected when the job ends; before that the list is empty.
         ended && this._files.length === 0
           ? this.api.files(this.id).catch(() => this._files)
-          : Promise.resolve(this._files)
+          : Promise.resolve(this._files),
+        // The record names the values a cell's job handed back; their types and sizes are asked once.
+        ended && this._values.length === 0 && (job.values ?? []).length > 0
+          ? this.api.values(this.id).catch(() => this._values)
+          : Promise.resolve(this._values)
       ]);
       const signature = JSON.stringify([
         job.state,
@@ -86,13 +95,15 @@ export class JobDetailModel {
         job.progress,
         job.transitions.length,
         log,
-        files
+        files,
+        values
       ]);
       const changed = signature !== this._signature;
       this._signature = signature;
       this._job = job;
       this._log = log;
       this._files = files;
+      this._values = values;
       this._error = null;
       this._fetchedAt = Date.now();
       this._changed.emit();
@@ -112,6 +123,7 @@ export class JobDetailModel {
   private _job: IJobDetail | null = null;
   private _log = '';
   private _files: IFileEntry[] = [];
+  private _values: IValueEntry[] = [];
   private _error: string | null = null;
   private _signature = '';
   private _fetchedAt = 0;

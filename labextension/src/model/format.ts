@@ -2,7 +2,7 @@
  * How numbers and times read in the UI.
  */
 
-import { IJob, ISubmitCheck, JobState } from './types';
+import { IJob, ISubmitCheck, IValueEntry, JobState } from './types';
 
 /** 5400 -> "1h 30m"; 42 -> "42s"; 90061 -> "1d 1h". Two units at most. */
 export function formatDuration(seconds: number | null | undefined): string {
@@ -302,4 +302,16 @@ export function formatBytes(bytes: number): string {
     i++;
   }
   return `${value < 10 ? value.toFixed(1) : Math.round(value)} ${units[i]}`;
+}
+
+/** What a returned value is, in a few words: its type and size, the module it brings back, or
+ * why it was not handed back. */
+export function valueNote(value: IValueEntry): string {
+  if (value.skipped) {
+    return `not returned: ${value.skipped}`;
+  }
+  if (value.module) {
+    return `module ${value.module}, imported again when collected`;
+  }
+  return `${value.type}, ${formatBytes(value.size)}`;
 }

@@ -92,6 +92,8 @@ export interface IJob {
     reports?: string[];
   };
   files_count?: number;
+  /** The names a cell's job handed back (empty for a notebook's job). */
+  values?: string[];
 }
 
 export interface ITransition {
@@ -165,6 +167,19 @@ export interface IUpdateRequest {
 export interface IFileEntry {
   path: string;
   size: number;
+}
+
+/** A value a cell's job handed back: ``%e31 collect`` brings it into a kernel. */
+export interface IValueEntry {
+  name: string;
+  /** As module.Class; builtins by name ("int"); "module" for a module the cell imported. */
+  type: string;
+  /** Bytes written for it (0 when skipped, and for a module). */
+  size: number;
+  /** Why it was not handed back (it could not be pickled); null when it was. */
+  skipped?: string | null;
+  /** For a module: its name, imported again when collected. */
+  module?: string | null;
 }
 
 export interface ILogChunk {

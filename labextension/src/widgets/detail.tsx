@@ -15,7 +15,8 @@ import {
   formatDuration,
   formatGpuHours,
   formatTimestamp,
-  secondsBetween
+  secondsBetween,
+  valueNote
 } from '../model/format';
 import { liveGpuHours } from '../model/meter';
 import { IJobDetail, isActive, isFinal } from '../model/types';
@@ -246,11 +247,44 @@ function DetailView(props: { model: JobDetailModel; actions: IDetailActions }): 
         )}
       </section>
 
+      <Values model={model} job={job} />
+
       <section className="e31-Section">
         <h2>Log</h2>
         <pre className="e31-Log">{model.log || (ran ? '(empty)' : '(the log starts when the job does)')}</pre>
       </section>
     </div>
+  );
+}
+
+/** The values a cell's job handed back, and how to bring them into a kernel. */
+function Values(props: { model: JobDetailModel; job: IJobDetail }): JSX.Element | null {
+  const { model, job } = props;
+  const names = job.values ?? [];
+  if (!names.length) {
+    return null;
+  }
+  const notes = new Map(model.values.map(v => [v.name, valueNote(v)]));
+  return (
+    <section className="e31-Section">
+      <h2>Values</h2>
+      <table className="e31-Table e31-Values">
+        <tbody>
+          {names.map(name => (
+            <tr key={name}>
+              <th>
+                <code>{name}</code>
+              </th>
+              <td className="e31-Muted">{notes.get(name) ?? ''}</td>
+            </tr>
+          ))}
+        </tbody>
+      </table>
+      <p className="e31-Muted">
+        In a notebook, <code>%e31 collect {job.id}</code> brings them into the kernel; in a terminal,{' '}
+        <code>e31 collect {job.id} --to DIR</code> writes them to <code>DIR/values</code>.
+      </p>
+    </section>
   );
 }
 

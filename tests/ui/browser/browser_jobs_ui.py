@@ -464,6 +464,29 @@ def test_a_file_left_behind_is_named_and_the_dialogs_data_brings_it(lab, api, co
     expect(page.locator(".e31-Detail-data")).to_have_text(str(folder / "inputs"))
 
 
+def test_the_values_a_cells_job_returned_are_listed_with_how_to_collect_them(lab, api, context):
+    # The cells that wrap a %%e31 cell end with this call (packaging.py); here it is written out.
+    cell = (
+        "import json as js, threading\nscores = list(range(100))\nlock = threading.Lock()\n"
+        "from e31_jupyter.values import save_outputs\nsave_outputs(globals(), ['scores', 'js', 'lock'])"
+    )
+    notebook = write_notebook(lab.root / "cell-values.ipynb", cell)
+    job = wait_state(api, api.submit(path=str(notebook), name="cell-values")["id"], "succeeded")
+    assert job["values"] == ["js", "lock", "scores"]
+    page = context.new_page()
+    open_lab(page, lab, "values")
+    show_panel(page)
+    job_row(page, "cell-values").click()
+    detail = page.locator(f'.e31-Detail-body[data-job-id="{job["id"]}"]')
+    rows = detail.locator(".e31-Values tr")
+    expect(rows).to_have_count(3)
+    expect(rows.nth(0)).to_contain_text("module json, imported again when collected")
+    expect(rows.nth(1)).to_contain_text(re.compile(r"lock.*not returned: lock \(_thread.lock\) cannot be handed back"))
+    expect(rows.nth(2)).to_contain_text(re.compile(r"scores\s*list, \d+ B"))
+    expect(detail).to_contain_text(f"%e31 collect {job['id']}")
+    screenshot(page, "detail-values")
+
+
 def test_endings_while_the_browser_was_closed_are_announced_once_on_return(lab, api, context):
     page = context.new_page()
     open_lab(page, lab, "away")
