@@ -1,5 +1,6 @@
 """What a submit should tell the user about a notebook before it waits in line: parameters the
-notebook does not set (or that papermill could not pass at all), and files next to it that its
+notebook does not set, or of another type than its default (or that papermill could not pass at
+all), and files next to it that its
 code reads but the job will not have. Warnings, since both are read from the code and can be
 wrong; refusals only for what would certainly fail."""
 
@@ -31,10 +32,11 @@ def notebook_warnings(
 
 
 def parameter_warnings(notebook: nbformat.NotebookNode, kernel: str, parameters: dict) -> list[str]:
-    """What the user should hear about parameters the notebook does not declare: papermill runs
-    them anyway, so a misspelt name would silently leave the default in place. Warnings rather
-    than errors, since papermill's reading of a parameters cell can miss unusual assignments.
-    Refuses parameters papermill could not pass at all."""
+    """What the user should hear about parameters the notebook does not declare (papermill runs
+    them anyway, so a misspelt name would silently leave the default in place) or that are not
+    of their default's type (``-p lr 0.1,0.2`` is text). Warnings rather than errors, since
+    papermill's reading of a parameters cell can miss unusual assignments. Refuses parameters
+    papermill could not pass at all."""
     if not parameters:
         return []
     translator = _translator(notebook, kernel)
@@ -49,16 +51,73 @@ def parameter_warnings(notebook: nbformat.NotebookNode, kernel: str, parameters:
             "the cell that sets their defaults 'parameters' (View > Cell Toolbar > Tags)."
         ]
     try:
-        declared = [parameter.name for parameter in translator.inspect(cell)]
+        defaults = {parameter.name: parameter for parameter in translator.inspect(cell)}
     except NotImplementedError:  # papermill cannot read this language's parameters cells
         return []
-    return [
+    declared = list(defaults)
+    unknown = [
         f"Parameter {name!r} is not set in the notebook's parameters cell{_did_you_mean(name, declared)} "
         f"It is passed all the same (papermill does), but the notebook may never read it; the "
         f"cell sets {', '.join(declared) or 'nothing'}."
         for name in parameters
         if name not in declared
     ]
+    mistyped = [_type_warning(defaults[name], value) for name, value in parameters.items() if name in defaults]
+    return unknown + [warning for warning in mistyped if warning]
+
+
+SCALARS = {"bool": bool, "int": int, "float": float}  # the types a mistyped -p value is told of
+KINDS = {bool: "True or False", int: "a whole number", float: "a number"}
+
+
+def _type_warning(default, value) -> str | None:
+    """A value the notebook would compute with as something else than its default: text where
+    it sets a number (``-p lr 0.1,0.2``), a fraction where it sets a whole number."""
+    expected = _default_type(default)
+    if expected is None or value is None or _fits(value, expected):
+        return None
+    name, text = default.name, " (text)" if isinstance(value, str) else ""
+    return (
+        f"Parameter {name!r} is {value!r}{text}, where the parameters cell sets {name} = "
+        f"{default.default} ({KINDS[expected]}).{_type_hint(name, value, expected)}"
+    )
+
+
+def _default_type(default) -> type | None:
+    """The type a parameters cell gives a name: its annotation, else its literal's (None when
+    the cell computes it)."""
+    if default.inferred_type_name in SCALARS:
+        return SCALARS[default.inferred_type_name]
+    try:
+        literal = ast.literal_eval(default.default)
+    except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
+        return None
+    return type(literal) if type(literal) in SCALARS.values() else None
+
+
+def _fits(value, expected: type) -> bool:
+    """Whether the notebook computes with ``value`` as with its default: a whole number where it
+    sets a fraction, 0 or 1 for a flag, but not True for a count."""
+    if expected is bool:
+        return isinstance(value, int)
+    if isinstance(value, bool):
+        return False
+    return isinstance(value, (int, float)) if expected is float else isinstance(value, expected)
+
+
+def _type_hint(name: str, value, expected: type) -> str:
+    several = value.replace(",", " ").split() if isinstance(value, str) and expected is not bool else []
+    if len(several) > 1 and all(_is_number(part) for part in several):
+        return f" For one job per value, submit with --sweep {name}={','.join(several)}."
+    return f" Give {KINDS[expected]}."
+
+
+def _is_number(text: str) -> bool:
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True
 
 
 IPYTHON_NAMES = ("get_ipython", "display")  # what IPython gives every kernel, on top of Python's builtins

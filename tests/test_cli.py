@@ -119,6 +119,8 @@ def test_submit_check_says_where_the_job_would_wait_and_submits_nothing(e31, cli
     assert code == 0, err
     assert out == "train: would be queued (position 1, expected to start now, to end in 1h); nothing was submitted\n"
     assert "did you mean 'epochs'" in err
+    code, _, err = e31("submit", TRAIN, "-p", "learning_rate", "0.1,0.01", "--check")  # several values: a sweep
+    assert code == 0 and "For one job per value, submit with --sweep learning_rate=0.1,0.01." in err
     blocker = wait_state(client, gated.submit(client, "blocker", gpus=2, expected_runtime="2h")["id"], "running")
     code, out, _ = e31("submit", TRAIN, "--gpus", 1, "--max-runtime", "10m", "--deadline", "+30m", "--check")
     assert code == 0 and "(position 1, expected to expire: its deadline is out of reach)" in out

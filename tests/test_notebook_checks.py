@@ -30,6 +30,27 @@ def test_an_unknown_name_is_warned_about_with_the_closest_declared_one():
     assert ": did you mean 'learning_rate'?" in warning
 
 
+def test_a_value_of_another_type_than_its_default_is_warned_about_with_what_to_give():
+    nb = _notebook("python", "lr = 0.1\nepochs = 10\nverbose = False\nname = 'run'\nsteps: int = total // 8\nlimit = None")
+    fine = {"lr": 1, "epochs": 3, "verbose": 1, "name": 5, "steps": 4, "limit": "anything"}
+    assert parameter_warnings(nb, "python3", fine) == []
+    assert parameter_warnings(nb, "python3", {"lr": None}) == []
+    warnings = parameter_warnings(nb, "python3", {"lr": "0.1,0.01", "epochs": 2.5, "verbose": "yes", "steps": "x"})
+    assert warnings == [
+        "Parameter 'lr' is '0.1,0.01' (text), where the parameters cell sets lr = 0.1 (a number). "
+        "For one job per value, submit with --sweep lr=0.1,0.01.",
+        "Parameter 'epochs' is 2.5, where the parameters cell sets epochs = 10 (a whole number). Give a whole number.",
+        "Parameter 'verbose' is 'yes' (text), where the parameters cell sets verbose = False (True or False). "
+        "Give True or False.",
+        "Parameter 'steps' is 'x' (text), where the parameters cell sets steps = total // 8 (a whole number). "
+        "Give a whole number.",
+    ]
+    (warning,) = parameter_warnings(nb, "python3", {"lr": "fast"})
+    assert warning.endswith("Give a number.")
+    (warning,) = parameter_warnings(nb, "python3", {"epochs": True})
+    assert warning.startswith("Parameter 'epochs' is True,")
+
+
 def test_a_language_whose_parameters_cell_papermill_cannot_read_gets_no_warnings():
     assert parameter_warnings(_notebook("R", "epochs <- 10"), "ir", {"anything": 1}) == []
 
