@@ -1,8 +1,7 @@
 """What a submit should tell the user about a notebook before it waits in line: parameters the
 notebook does not set, or of another type than its default (or that papermill could not pass at
-all), and files next to it that its
-code reads but the job will not have. Warnings, since both are read from the code and can be
-wrong; refusals only for what would certainly fail."""
+all), and files next to it that its code reads but the job will not have. Warnings, since both
+are read from the code and can be wrong; refusals only for what would certainly fail."""
 
 from __future__ import annotations
 

@@ -686,7 +686,10 @@ class Queue:
         self.backend.sweep(job["id"])  # e.g. a container created but never started
         devices = job["granted"]
         on = f" on GPU(s) {', '.join(devices)}" if devices else ""
-        reason = f"started after a restart{on}: the server had stopped before the job's process began, so nothing had run"
+        reason = (
+            f"started after a restart{on}: the server had stopped before the job's process began, "
+            "so nothing had run"
+        )
         now = self.clock()
         self.store.transition(job["id"], ("running",), "running", reason, now, started_at=now)
         log.info("e31: starting job %s, which the last server recorded as running but never started", job["id"])
