@@ -90,8 +90,10 @@ def _validated(content, label: str) -> nbformat.NotebookNode:
 
 
 def kernel_of(notebook: nbformat.NotebookNode, available: list[str]) -> str:
-    """The kernel the notebook asks for (python3 when it names none), if this server has it."""
-    name = notebook.metadata.get("kernelspec", {}).get("name") or DEFAULT_KERNEL
+    """The kernel the notebook asks for, if this server has it. A notebook that names none (one
+    written by a script, say) is a Python notebook for python3: that is written into its metadata,
+    where papermill looks for the language it writes parameters in."""
+    name = notebook.metadata.get("kernelspec", {}).get("name") or _python_by_default(notebook)
     if name not in available:
         raise InvalidRequest(
             f"The notebook asks for kernel {name!r}, which this server does not have. "
@@ -99,6 +101,17 @@ def kernel_of(notebook: nbformat.NotebookNode, available: list[str]) -> str:
             "Change the notebook's kernel (Kernel > Change Kernel) and submit again."
         )
     return name
+
+
+def _python_by_default(notebook: nbformat.NotebookNode) -> str:
+    language = notebook.metadata.get("language_info", {}).get("name") or "python"
+    if language != "python":
+        raise InvalidRequest(
+            f"The notebook names no kernel, and it is in {language!r}. Choose its kernel in "
+            "Jupyter (Kernel > Change Kernel), save it and submit again."
+        )
+    notebook.metadata["kernelspec"] = {"name": DEFAULT_KERNEL, "display_name": "Python 3", "language": "python"}
+    return DEFAULT_KERNEL
 
 
 # --- a cell -> a job notebook ---------------------------------------------------------------

@@ -9,6 +9,9 @@ import nbformat
 import pytest
 import requests
 from conftest import wait_state, write_notebook
+from nbformat.v4 import new_code_cell, new_notebook
+
+from e31_jupyter.errors import E31Error
 
 
 @pytest.fixture
@@ -164,6 +167,25 @@ def test_a_misspelt_parameter_runs_with_a_warning_naming_the_likely_one(client, 
     assert job["state"] == "succeeded", job["reason"]
     executed = nbformat.reads(json.dumps(client.notebook(job["id"])), as_version=4)
     assert [o.get("text") for c in executed.cells for o in c.outputs] == ["epochs=10\n"]
+
+
+def test_a_notebook_written_by_a_script_without_a_kernel_runs_on_python3_with_its_parameters(client, tmp_path):
+    """nbformat's new_notebook() names no kernel and no language, which papermill needs to
+    write parameters: such a notebook is taken for Python, as it is run on python3."""
+    scripted = new_notebook(cells=[new_code_cell("epochs = 10", metadata={"tags": ["parameters"]})])
+    scripted.cells.append(new_code_cell("print(f'epochs={epochs}')"))
+    nbformat.write(scripted, tmp_path / "scripted.ipynb")
+    job = client.submit(path=str(tmp_path / "scripted.ipynb"), parameters={"epochs": 3})
+    assert job["warnings"] == []
+    job = wait_state(client, job["id"], "succeeded", "failed")
+    assert job["state"] == "succeeded", job["reason"]
+    executed = nbformat.reads(json.dumps(client.notebook(job["id"])), as_version=4)
+    assert [o.get("text") for c in executed.cells for o in c.outputs] == ["epochs=3\n"]
+    assert executed.metadata.kernelspec.name == "python3"
+    scripted.metadata["language_info"] = {"name": "R"}
+    nbformat.write(scripted, tmp_path / "scripted-r.ipynb")
+    with pytest.raises(E31Error, match="names no kernel, and it is in 'R'"):
+        client.submit(path=str(tmp_path / "scripted-r.ipynb"))
 
 
 def test_parameters_for_a_notebook_without_a_parameters_cell_are_warned_about(client, tmp_path):
