@@ -65,7 +65,14 @@ def open_gate(server, job_id: str) -> None:
 
 
 def running_container(engine, job_id: str):
-    containers = wait_for(lambda: engine.job_containers(job_id), what=f"the container of {job_id}")
+    """The job's container once it runs. The store says "running" when the server asks the
+    engine for the container, which is created, then started a moment later."""
+
+    def started():
+        containers = engine.job_containers(job_id)
+        return containers if any(c.status == "running" for c in containers) else None
+
+    containers = wait_for(started, what=f"the container of {job_id} to run")
     assert len(containers) == 1
     return containers[0]
 
