@@ -282,30 +282,36 @@ def test_a_job_started_just_before_the_server_died_is_adopted_not_lost(start_ser
 def test_a_job_granted_gpus_just_before_the_server_died_starts_after_the_restart(start_server, gated):
     """Invariant: a server killed after recording a job as running but before starting its
     process leaves a job that never ran. The next server starts it on the GPUs it was granted,
-    with the meter counting from that start, rather than failing it as lost."""
+    with the meter counting from that start, rather than failing it as lost; one cancelled in
+    that moment stays cancelled and never runs."""
     import sqlite3
 
     first = start_server()
     client = E31Client(first.url, first.token)
     blocker = wait_state(client, gated.submit(client, "crash-blocker", gpus=2)["id"], "running")
     job = gated.submit(client, "unstarted", gpus=1)
-    assert client.job(job["id"])["state"] == "queued"
+    cancelled = gated.submit(client, "cancelled-unstarted", gpus=1)
+    assert client.job(job["id"])["state"] == client.job(cancelled["id"])["state"] == "queued"
     first.kill()
     gated.open("crash-blocker")
     wait_for(lambda: not _job_processes(blocker["id"]), what="the blocker to end")
     down_since = time.time() - 3600  # the server has been down an hour: not charged, no timeout
     with sqlite3.connect(first.data_dir / "e31.sqlite") as db:  # what the store held at the kill
+        for unstarted, device in ((job, "1"), (cancelled, "0")):
+            db.execute(
+                "UPDATE jobs SET state = 'running', reason = ?, started_at = ?, granted = ? WHERE id = ?",
+                (f"granted GPU(s) {device}", down_since, f'["{device}"]', unstarted["id"]),
+            )
+            db.execute(
+                "INSERT INTO transitions (job_id, at, from_state, to_state, reason)"
+                " VALUES (?, ?, 'queued', 'running', ?)",
+                (unstarted["id"], down_since, f"granted GPU(s) {device}"),
+            )
+            (first.data_dir / "jobs" / unstarted["id"] / "job.log").touch()  # opened, no worker yet
         db.execute(
-            "UPDATE jobs SET state = 'running', reason = 'granted GPU(s) 1', started_at = ?,"
-            " granted = '[\"1\"]' WHERE id = ?",
-            (down_since, job["id"]),
+            "UPDATE jobs SET stop_requested = 'cancel', reason = 'cancelling: cancelled by root' WHERE id = ?",
+            (cancelled["id"],),
         )
-        db.execute(
-            "INSERT INTO transitions (job_id, at, from_state, to_state, reason)"
-            " VALUES (?, ?, 'queued', 'running', 'granted GPU(s) 1')",
-            (job["id"], down_since),
-        )
-    (first.data_dir / "jobs" / job["id"] / "job.log").touch()  # opened for the worker, not yet started
 
     second = start_server()
     client = E31Client(second.url, second.token)
@@ -321,3 +327,5 @@ def test_a_job_granted_gpus_just_before_the_server_died_starts_after_the_restart
     assert (first.data_dir / "jobs" / job["id"] / "work" / "devices.txt").read_text() == "1"
     assert wait_state(client, blocker["id"], "succeeded")["state"] == "succeeded"
     assert gated.runs.read_text().split() == [blocker["id"], job["id"]]
+    withdrawn = client.job(cancelled["id"])
+    assert (withdrawn["state"], withdrawn["reason"]) == ("cancelled", "cancelled by root")
