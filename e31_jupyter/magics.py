@@ -19,7 +19,7 @@ import shutil
 import sys
 import tempfile
 from pathlib import Path
-from types import ModuleType
+from types import FunctionType, ModuleType
 
 from IPython.core.magic import Magics, line_cell_magic, magics_class
 from traitlets import Int, Unicode
@@ -29,7 +29,7 @@ from .cli import arguments, commands, listing
 from .cli.parser import build_parser
 from .client import FINAL_STATES, E31Client, safe_destination
 from .errors import E31Error, InvalidRequest
-from .notebook_checks import left_behind_warnings
+from .notebook_checks import left_behind_warnings, module_warnings
 from .packaging import DEFAULT_KERNEL, CellNames, cell_names, cell_notebook, import_line
 from .text import format_gpu_hours
 
@@ -152,6 +152,7 @@ class E31Magics(Magics):
         body = {k: v for k, v in body.items() if v is not None}
         data = [Path(path) for path in body.get("data") or []]
         warnings = self._undefined(names) + left_behind_warnings([source], Path.cwd(), {}, data)
+        warnings += module_warnings([source, *imports], Path.cwd(), data, _defined_in(captured))
         if args.check:  # the values are not captured: a check copies nothing
             return self.show_check(self.client.check(**body), warnings)
         chosen = {"name": args.name, "in": args.inputs, "out": args.outputs}  # they change the job too
@@ -411,6 +412,15 @@ def _names(text: str) -> list[str]:
         if not name.lstrip("-").isidentifier():
             raise InvalidRequest(f"{name!r} is not a Python name; give names separated by commas.")
     return names
+
+
+def _defined_in(captured: dict) -> list[str]:
+    """The top-level modules that the captured functions, classes and objects come from: one
+    from a module next to the notebook travels by reference, so the job needs that module."""
+    return [
+        str((value.__module__ if isinstance(value, (type, FunctionType)) else type(value).__module__)).split(".")[0]
+        for value in captured.values()
+    ]
 
 
 def _request(args: argparse.Namespace) -> dict:

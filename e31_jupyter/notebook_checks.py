@@ -1,13 +1,18 @@
 """What a submit should tell the user about a notebook before it waits in line: parameters the
 notebook does not set, or of another type than its default (or that papermill could not pass at
-all), and files next to it that its code reads but the job will not have. Warnings, since both
-are read from the code and can be wrong; refusals only for what would certainly fail."""
+all), and files and modules next to it that its code reads or imports but the job will not have.
+Warnings, since both are read from the code and can be wrong; refusals only for what would
+certainly fail."""
 
 from __future__ import annotations
 
 import ast
 import builtins
 import difflib
+import subprocess
+import sys
+import tempfile
+from collections.abc import Sequence
 from pathlib import Path
 
 import nbformat
@@ -23,10 +28,12 @@ def notebook_warnings(
     notebook: nbformat.NotebookNode, kernel: str, parameters: dict, folder: Path | None, data: list[Path]
 ) -> list[str]:
     """What to tell the user at submit about the notebook's parameters and, when its folder is
-    known, the files next to it that it reads but the job will not have."""
+    known, the files and modules next to it that it reads or imports but the job will not have."""
     warnings = parameter_warnings(notebook, kernel, parameters)
     if folder is not None:
-        warnings += left_behind_warnings(python_sources(notebook), folder, parameters, data)
+        sources = python_sources(notebook)
+        warnings += left_behind_warnings(sources, folder, parameters, data)
+        warnings += module_warnings(sources, folder, data)
     return warnings
 
 
@@ -187,6 +194,66 @@ def left_behind_warnings(sources: list[str], folder: Path, parameters: dict, dat
         f"{'it' if len(missing) == 1 else 'them'} as data ({flags}) if the notebook reads "
         f"{'it' if len(missing) == 1 else 'them'}. A job runs in a folder of its own, holding only its data."
     ]
+
+
+def module_warnings(sources: list[str], folder: Path, data: list[Path], modules: Sequence[str] = ()) -> list[str]:
+    """A warning naming modules in ``folder`` (``utils.py``, a package ``models/``) that the Python
+    code ``sources`` imports, or that ``modules`` names (where a cell's captured values come
+    from), but that the job will not have: the notebook's kernel imports them from its folder,
+    and the job runs in a folder of its own. One that is installed too is not named."""
+    given = {path.name for path in data}
+    imported = [name for source in sources for tree in _syntax_trees(source) for name in _imported(tree)]
+    names = dict.fromkeys([*imported, *modules])
+    found = {name: where for name in names if (where := _module_file(folder, name)) and where.rstrip("/") not in given}
+    installed = _installed(list(found))
+    missing = {name: where for name, where in found.items() if name not in installed}
+    if not missing:
+        return []
+    one = len(missing) == 1
+    files = ", ".join(missing.values())
+    flags = " ".join(f"--data {where.rstrip('/')}" for where in missing.values())
+    return [
+        f"The job will not have the module{'' if one else 's'} {', '.join(missing)} ({files}, next to the "
+        f"notebook), which the code uses: give {'it' if one else 'them'} as data ({flags}), and the job "
+        f"imports {'it' if one else 'them'} from its own folder. A job runs in a folder of its own, holding only its data."
+    ]
+
+
+def _imported(tree: ast.Module):
+    """The top-level names of the modules that the code imports (not relative imports)."""
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            yield from (alias.name.split(".")[0] for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            yield node.module.split(".")[0]
+
+
+def _module_file(folder: Path, name: str) -> str | None:
+    """What in ``folder`` Python would import as ``name``: ``name.py``, or a package ``name/``."""
+    try:
+        if (folder / f"{name}.py").is_file():
+            return f"{name}.py"
+        package = folder / name
+        if package.is_dir() and any(package.glob("*.py")):
+            return f"{name}/"
+    except OSError:
+        pass
+    return None
+
+
+def _installed(names: list[str]) -> set[str]:
+    """Those of ``names`` that this Python imports from a folder holding nothing else: the
+    installed ones (an editable install's too), which a job has wherever it runs. Asked of a
+    new Python, since this one has its own folder on ``sys.path``."""
+    if not names:
+        return set()
+    ask = "import sys, importlib.util as u\nfor n in sys.argv[1:]:\n    if u.find_spec(n): print(n)"
+    with tempfile.TemporaryDirectory() as empty:
+        try:
+            found = subprocess.run([sys.executable, "-c", ask, *names], cwd=empty, capture_output=True, text=True, timeout=60)
+        except (OSError, subprocess.SubprocessError):
+            return set()  # unknown: name them all, it is only a warning
+    return set(found.stdout.split())
 
 
 def _relative_paths(sources: list[str], parameters: dict):

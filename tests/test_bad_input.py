@@ -211,6 +211,20 @@ def test_a_file_the_job_will_not_have_is_named_at_submit_and_data_brings_it(clie
     assert wait_state(client, given["id"], "succeeded", "failed")["state"] == "succeeded"
 
 
+def test_a_module_beside_the_notebook_is_named_at_submit_and_data_brings_it(client, tmp_path):
+    (tmp_path / "mylib.py").write_text("def double(x):\n    return 2 * x\n")
+    nb = write_notebook(tmp_path / "importer.ipynb", "import mylib\nprint(mylib.double(21))")
+    alone = client.submit(path=str(nb))
+    assert len(alone["warnings"]) == 1 and "the module mylib (mylib.py, next to the notebook)" in alone["warnings"][0]
+    assert "(--data mylib.py)" in alone["warnings"][0]
+    assert "No module named 'mylib'" in wait_state(client, alone["id"], "failed")["reason"]
+    given = client.submit(path=str(nb), data=[str(tmp_path / "mylib.py")])
+    assert given["warnings"] == []
+    assert wait_state(client, given["id"], "succeeded", "failed")["state"] == "succeeded"
+    executed = nbformat.reads(json.dumps(client.notebook(given["id"])), as_version=4)
+    assert [o.get("text") for c in executed.cells for o in c.outputs] == ["42\n"]
+
+
 def test_downloads_and_reports_say_what_they_are(client, api, tmp_path):
     nb = write_notebook(tmp_path / "typed.ipynb", "open('empty.txt', 'w').close()\nopen('data.bin', 'wb').write(b'x' * 10)")
     job = wait_state(client, client.submit(path=str(nb))["id"], "succeeded")

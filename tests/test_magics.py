@@ -280,6 +280,18 @@ def test_a_file_the_cell_reads_but_the_job_will_not_have_is_named_and_data_bring
     assert "FileNotFoundError" in wait_state(client, _job_id(alone), "failed")["reason"]
 
 
+def test_a_module_beside_the_notebook_that_a_cells_values_come_from_is_named_and_data_brings_it(kernel, client, tmp_path):
+    (tmp_path / "mylib.py").write_text("def double(x):\n    return 2 * x\n")
+    kernel.run("from mylib import double")  # the kernel imports it from the notebook's folder
+    alone = kernel.run("%%e31 submit --name alone\ny = double(3)")
+    assert "The job will not have the module mylib (mylib.py, next to the notebook)" in alone.stderr
+    assert "(--data mylib.py)" in alone.stderr
+    given = kernel.run("%%e31 submit --name given --data mylib.py --wait\ny = double(3)")
+    assert "will not have" not in given.stderr
+    assert kernel.value("y") == "6"  # the function went by reference, and the job imported mylib from its folder
+    assert "No module named 'mylib'" in wait_state(client, _job_id(alone), "failed")["reason"]
+
+
 def test_check_says_where_a_cell_or_notebook_would_wait_and_submits_nothing(kernel, client, tmp_path):
     (tmp_path / "rows.csv").write_text("a\n")
     kernel.run("import numpy as np\nx = np.ones(3)")

@@ -1,5 +1,5 @@
 """What a submit warns about: parameters the notebook does not set (and ones papermill cannot
-pass), and files next to it that its code reads but the job will not have."""
+pass), and files and modules next to it that its code reads or imports but the job will not have."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import pytest
 from nbformat.v4 import new_code_cell, new_notebook
 
 from e31_jupyter.errors import InvalidRequest
-from e31_jupyter.notebook_checks import left_behind_warnings, parameter_warnings, python_sources
+from e31_jupyter.notebook_checks import left_behind_warnings, module_warnings, parameter_warnings, python_sources
 from e31_jupyter.packaging import cell_notebook
 
 
@@ -130,3 +130,31 @@ def test_a_cell_jobs_parameters_are_the_names_the_cell_reads():
     (warning,) = parameter_warnings(nb, "python3", {"learning_rte": 0.5})
     assert warning.startswith("Parameter 'learning_rte' is not a name the cell reads: did you mean 'learning_rate'?")
     assert warning.endswith("the cell reads model, learning_rate, scale.") and "tagged" not in warning
+
+
+def _modules_beside(folder):
+    (folder / "mylib.py").write_text("def double(x):\n    return 2 * x\n")
+    (folder / "models").mkdir()
+    (folder / "models" / "net.py").write_text("SIZE = 3\n")  # a package without __init__.py imports too
+    (folder / "json.py").write_text("")  # installed too: the job has one wherever it runs
+    (folder / "notes").mkdir()  # a folder without Python files is not a package
+    (folder / "notes" / "todo.txt").write_text("x")
+
+
+def test_modules_beside_the_notebook_that_the_job_will_not_have_are_named(tmp_path):
+    _modules_beside(tmp_path)
+    code = "import mylib as m, os.path\nfrom models.net import SIZE\nimport json\nfrom . import notes\nimport notes"
+    (warning,) = module_warnings(python_sources(_notebook("python", code)), tmp_path, [])
+    assert warning.startswith("The job will not have the modules mylib, models (mylib.py, models/, next to the notebook)")
+    assert "give them as data (--data mylib.py --data models)" in warning
+    (warning,) = module_warnings(python_sources(_notebook("python", code)), tmp_path, [tmp_path / "models"])
+    assert "the module mylib (mylib.py, next" in warning and "give it as data (--data mylib.py)" in warning
+    assert module_warnings(python_sources(_notebook("python", code)), tmp_path, [tmp_path / "models", tmp_path / "mylib.py"]) == []
+    assert module_warnings(python_sources(_notebook("python", "import mylib")), tmp_path / "notes", []) == []
+
+
+def test_a_module_a_cells_values_come_from_is_named_though_the_cell_does_not_import_it(tmp_path):
+    _modules_beside(tmp_path)
+    (warning,) = module_warnings(["y = double(3)"], tmp_path, [], ["mylib", "numpy", "builtins"])
+    assert "the module mylib (mylib.py, next to the notebook)" in warning
+    assert module_warnings(["y = double(3)"], tmp_path, [], ["numpy", "builtins"]) == []
