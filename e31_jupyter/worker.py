@@ -37,6 +37,7 @@ class Progress:
     def __init__(self, jobdir: JobDir, cells_total: int | None):
         self.jobdir = jobdir
         self.state = {"cells_done": 0, "cells_total": cells_total, "current_cell": None}
+        self.last_started: int | None = None  # the cell a dead kernel was running (papermill completes it)
         self._lock = threading.Lock()
         self._stop = threading.Event()
 
@@ -68,6 +69,7 @@ def _progress_engine(progress: Progress):
             cell_start, cell_complete = nb_man.cell_start, nb_man.cell_complete
 
             def on_start(cell, cell_index=None, **kw):
+                progress.last_started = cell_index
                 progress.write(current_cell=cell_index)
                 return cell_start(cell, cell_index, **kw)
 
@@ -96,22 +98,31 @@ def save_notebooks_whole(folder: Path) -> None:
     papermill_io.register(str(folder), WholeSaves())
 
 
-def _unix_socket_kernels(folder: str):
-    """A kernel manager whose kernel talks over unix sockets in ``folder``. Over TCP, the client
-    picks free ports and the kernel binds them a moment later: two jobs starting at once can take
-    each other's port, and the loser fails with "Kernel didn't respond". Sockets named in a
-    folder of the job's own cannot collide (and ``folder`` is short: socket paths are limited)."""
+def _job_kernels(folder: str, exits: list[int]):
+    """A kernel manager whose kernel talks over unix sockets in ``folder``, and which puts the
+    kernel's exit status in ``exits`` when it dies (nbclient says only "Kernel died").
+    Over TCP, the client picks free ports and the kernel binds them a moment later: two jobs
+    starting at once can take each other's port, and the loser fails with "Kernel didn't
+    respond". Sockets named in a folder of the job's own cannot collide (and ``folder`` is
+    short: socket paths are limited)."""
     from jupyter_client.manager import AsyncKernelManager  # nbclient's default
     from traitlets import CaselessStrEnum, default
 
-    class UnixSocketKernelManager(AsyncKernelManager):
+    class JobKernelManager(AsyncKernelManager):
         transport = CaselessStrEnum(["tcp", "ipc"], default_value="ipc")
 
         @default("ip")
         def _socket_path(self):
             return os.path.join(folder, "kernel")
 
-    return UnixSocketKernelManager
+        async def is_alive(self) -> bool:
+            alive = await super().is_alive()
+            process = getattr(self.provisioner, "process", None)
+            if not alive and process is not None and process.returncode is not None and not exits:
+                exits.append(process.returncode)
+            return alive
+
+    return JobKernelManager
 
 
 def remove_orphaned_sockets(folder: str | None = None) -> None:
@@ -160,6 +171,7 @@ def run(jobdir: JobDir) -> dict:
         save_notebooks_whole(jobdir.path)
         remove_orphaned_sockets()
         sockets = tempfile.mkdtemp(prefix=f"{SOCKETS_PREFIX}{os.getpid()}-")
+        kernel_exits: list[int] = []
         try:
             papermill.execute_notebook(
                 str(jobdir.input_notebook),
@@ -171,7 +183,7 @@ def run(jobdir: JobDir) -> dict:
                 progress_bar=False,
                 log_output=True,
                 request_save_on_cell_execute=True,
-                kernel_manager_class=_unix_socket_kernels(sockets),
+                kernel_manager_class=_job_kernels(sockets, kernel_exits),
             )
             status = "succeeded"
         except Stopped:
@@ -179,7 +191,7 @@ def run(jobdir: JobDir) -> dict:
         except PapermillExecutionError as error:
             reason = f"cell {error.exec_count or error.cell_index} raised {error.ename}: {error.evalue}"
         except Exception as error:  # the process decides the state; the reason says what happened
-            reason = _describe(error)
+            reason = _describe(error, progress, kernel_exits)
         finally:
             shutil.rmtree(sockets, ignore_errors=True)
     signal.signal(signal.SIGTERM, signal.SIG_IGN)  # the notebook is done; let the results land
@@ -207,13 +219,29 @@ def run(jobdir: JobDir) -> dict:
     return manifest
 
 
-def _describe(error: Exception) -> str:
+def _describe(error: Exception, progress: Progress, kernel_exits: list[int]) -> str:
     name = type(error).__name__
     if name == "DeadKernelError":
-        return f"kernel died: {error}"
+        return _kernel_died(progress, kernel_exits[0] if kernel_exits else None)
     if name == "NoSuchKernel":
         return f"unknown kernel: {error}"
     return f"{name}: {error}"
+
+
+def _kernel_died(progress: Progress, status: int | None) -> str:
+    """Where the kernel died and how: "kernel died in cell 2 of 3: killed by SIGKILL, ..."."""
+    cell = progress.last_started
+    where = f" in cell {cell + 1} of {progress.state['cells_total']}" if cell is not None else ""
+    if status is None:
+        return f"kernel died{where}"
+    if status >= 0:
+        return f"kernel died{where}: it exited with status {status}"
+    try:
+        killed = signal.Signals(-status).name
+    except ValueError:
+        killed = f"signal {-status}"
+    why = ", most often by the out-of-memory killer: the job needed more memory than it had" if killed == "SIGKILL" else ""
+    return f"kernel died{where}: killed by {killed}{why}"
 
 
 def main(argv: list[str] | None = None) -> int:

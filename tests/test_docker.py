@@ -188,6 +188,15 @@ json.dump(seen, open("seen.json", "w"))
 """
 
 
+def test_a_kernel_over_its_memory_limit_fails_the_job_saying_so(engine, start_docker_server, tmp_path):
+    server = start_docker_server()
+    client = E31Client(server.url, server.token)
+    notebook = write_notebook(tmp_path / "greedy.ipynb", "x = 1", "big = b'x' * (700 << 20)", "never = True")
+    job = wait_state(client, client.submit(path=str(notebook), memory="256m")["id"], "failed", "succeeded")
+    assert job["reason"].startswith("kernel died in cell 2 of 3: killed by SIGKILL, most often by the out-of-memory killer")
+    assert engine.job_containers(job["id"]) == []
+
+
 def test_cancel_stops_the_container_within_the_grace_period_and_removes_it(
     engine, start_docker_server, tmp_path
 ):

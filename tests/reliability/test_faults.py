@@ -61,13 +61,17 @@ def test_worker_killed_mid_cell_fails_releases_and_keeps_partial_work(server, cl
     wait_for(lambda: not _job_processes(job["id"]), timeout=10, what="the job's kernel to be gone")
 
 
-def test_kernel_death_fails_the_job_with_kernel_died(client, tmp_path):
-    """Invariant: the kernel dying mid-notebook -> failed, reason 'kernel died', GPUs free."""
+def test_kernel_death_fails_the_job_saying_in_which_cell_and_how(client, tmp_path):
+    """Invariant: the kernel dying mid-notebook -> failed, reason 'kernel died' with the cell and
+    its exit status or signal, GPUs free."""
     nb = write_notebook(tmp_path / "die.ipynb", "x = 1", "import os\nos._exit(3)", "never = True")
     job = wait_state(client, client.submit(path=str(nb), gpus=1)["id"], "failed", "succeeded", timeout=60)
-    assert job["state"] == "failed" and job["reason"].startswith("kernel died"), job["reason"]
+    assert job["state"] == "failed" and job["reason"] == "kernel died in cell 2 of 3: it exited with status 3"
     assert client.gpus()["free"] == 2
     assert client.notebook(job["id"])["cells"][0]["outputs"] == []  # the notebook is kept
+    killed = write_notebook(tmp_path / "killed.ipynb", "import os, signal\nos.kill(os.getpid(), signal.SIGKILL)", "never = True")
+    job = wait_state(client, client.submit(path=str(killed), parameters={"n": 1})["id"], "failed", "succeeded", timeout=60)
+    assert job["reason"].startswith("kernel died in cell 2 of 3: killed by SIGKILL, most often by the out-of-memory killer")
 
 
 def test_server_killed_during_submits_leaves_whole_jobs_or_none(start_server, tmp_path):
