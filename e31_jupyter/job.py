@@ -436,8 +436,10 @@ def validate_text(body: dict, key: str, default: str = "") -> str:
     value = body.get(key, default)
     if value is None:
         return default
-    if not isinstance(value, str) or len(value) > 200 or "\n" in value:
-        raise InvalidRequest(f"{key} must be a single line of text (at most 200 characters).")
+    if not isinstance(value, str) or len(value) > 200 or not value.isprintable():  # no escape codes for terminals
+        raise InvalidRequest(
+            f"{key} must be a single line of text (at most 200 characters, no tabs or control characters)."
+        )
     return value.strip()
 
 

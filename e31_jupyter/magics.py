@@ -463,6 +463,7 @@ def _kernel_name() -> str:
 
 def _cell_job_name(source: str) -> str:
     first = next((line.strip() for line in source.splitlines() if line.strip()), "empty cell")
+    first = "".join(c if c.isprintable() else " " for c in first)  # a name is one line of plain text
     stem = Path(_notebook_path()).stem
     name = f"{stem}: {first}" if stem else first
     return name[:80]

@@ -8,7 +8,15 @@ import time
 import pytest
 
 from e31_jupyter.errors import InvalidRequest
-from e31_jupyter.job import Limits, Request, parse_deadline, parse_duration, validate_outputs, validate_request
+from e31_jupyter.job import (
+    Limits,
+    Request,
+    parse_deadline,
+    parse_duration,
+    validate_outputs,
+    validate_request,
+    validate_text,
+)
 
 NOW = dt.datetime(2030, 1, 15, 12, 0, tzinfo=dt.timezone.utc).timestamp()
 LIMITS = Limits(inventory=["0", "1"], default_max_runtime_s=86400.0, kernels=["python3"])
@@ -254,3 +262,13 @@ def test_the_estimate_of_a_validated_request_follows_what_was_given():
     assert validate_request({}, LIMITS, NOW)[0].runtime_estimate() == 0.0
     assert validate_request({"max_runtime": "2h"}, LIMITS, NOW)[0].runtime_estimate() == 7200.0
     assert validate_request({"max_runtime": "2h", "expected_runtime": 60}, LIMITS, NOW)[0].runtime_estimate() == 60.0
+
+
+@pytest.mark.parametrize("text", ["two\nlines", "a\ttab", "\x1b[2Jclears the terminal", "nul\x00", "x" * 201])
+def test_a_name_or_team_is_one_line_of_plain_text(text):
+    with pytest.raises(InvalidRequest, match="team must be a single line of text .*no tabs or control characters"):
+        validate_text({"team": text}, "team")
+
+
+def test_a_name_may_hold_any_printable_text():
+    assert validate_text({"name": "  café: loss ≤ 0.1 ✓  "}, "name") == "café: loss ≤ 0.1 ✓"

@@ -270,6 +270,11 @@ def test_kernels_started_by_the_server_find_the_queue_by_themselves(server):
         requests.delete(f"{server.url}/api/kernels/{kernel.json()['id']}", headers=headers, timeout=30)
 
 
+def test_a_cells_job_is_named_after_its_first_line_in_plain_text(kernel, client):
+    out = kernel.run("%%e31 submit --check\n\n  y =\t1  # \x1b[31mred")
+    assert out.error == "" and "e31: y = 1  #  [31mred: would be queued" in out.stdout, out.stdout + out.stderr
+
+
 def test_a_file_the_cell_reads_but_the_job_will_not_have_is_named_and_data_brings_it(kernel, client, tmp_path):
     (tmp_path / "rows.csv").write_text("a\nb\nc\n")
     alone = kernel.run("%%e31 submit --name alone\nrows = len(open('rows.csv').readlines())")
