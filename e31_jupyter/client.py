@@ -170,6 +170,9 @@ class E31Client:
     def cancel(self, job_id: str) -> dict:
         return self._json("POST", f"jobs/{quote(job_id)}/cancel")
 
+    def delete_files(self, job_id: str) -> dict:
+        return self._json("DELETE", f"jobs/{quote(job_id)}/files")
+
     def notebook(self, job_id: str) -> dict:
         """The executed notebook (nbformat JSON); Conflict until it exists."""
         return self._json("GET", f"jobs/{quote(job_id)}/notebook")

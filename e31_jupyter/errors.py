@@ -31,6 +31,12 @@ class Conflict(E31Error):
     status = 409
 
 
+class Gone(E31Error):
+    """What was asked for existed but was deleted (HTTP 410): a job's files."""
+
+    status = 410
+
+
 class ServerUnavailable(E31Error):
     """The client found no e31 server to talk to."""
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import tempfile
 from pathlib import Path
 
@@ -39,6 +40,25 @@ class JobDir:
         printed before that (a crash at start, say) is in job.log."""
         printed = self.log.exists() and self.log.stat().st_size > 0
         return not self.baseline.exists() and not printed
+
+    def size(self) -> int:
+        """Bytes the job's files take (links counted as links)."""
+        return sum(
+            os.lstat(os.path.join(folder, name)).st_size
+            for folder, _, names in os.walk(self.path)
+            for name in names
+        )
+
+    def delete(self) -> list[str]:
+        """Remove the job's folder, everything in it; what could not be removed, with why."""
+        left: list[str] = []
+
+        def keep(_, path: str, error) -> None:
+            if not isinstance(error[1], FileNotFoundError):  # gone already: deleted before
+                left.append(f"{path}: {error[1].strerror or error[1]}")
+
+        shutil.rmtree(self.path, onerror=keep)
+        return left
 
     def last_sign_of_life(self) -> float | None:
         """The newest modification time among the files the worker keeps writing."""

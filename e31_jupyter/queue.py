@@ -30,7 +30,7 @@ from . import gpus as gpu_inventory
 from . import meter, policy, views
 from .admission import Admission, Caller, Revision
 from .dependencies import Standing, broken_reason, standing
-from .errors import Conflict, E31Error, InvalidRequest, NotFound
+from .errors import Conflict, E31Error, Gone, InvalidRequest, NotFound
 from .job import (
     ACTIVE_STATES,
     MAX_IDS,
@@ -48,7 +48,7 @@ from .line import Line
 from .staging import Staging, body_again
 from .settings import Settings
 from .store import Store
-from .text import format_seconds
+from .text import format_moment, format_seconds, format_size
 from .values import read_index
 
 log = logging.getLogger("e31")
@@ -239,8 +239,7 @@ class Queue:
             raise InvalidRequest(
                 f"Cannot change {', '.join(unknown)} when resubmitting; allowed: {', '.join(sorted(RESUBMIT_CHANGES))}."
             )
-        self.visible_job(caller, job_id)
-        jobdir = self.jobdir(job_id)
+        _, jobdir = self.files_of(caller, job_id)
         spec = jobdir.read_json(jobdir.spec)
         if spec is None or not jobdir.input_notebook.exists():
             raise Conflict(f"Job {job_id} has no stored notebook to run again.")
@@ -316,6 +315,39 @@ class Queue:
     async def _hand_change(self, job: dict, revision: Revision) -> None:
         """Where a cluster scheduler holds queued jobs (cluster_queue.py), a change is made there
         first. Here, the queue holds them."""
+
+    async def delete_files(self, caller: Caller, job_id: str) -> dict:
+        """Delete an ended job's files (its notebook, data, values, outputs, reports and log) to
+        free their space. Its record stays: its state, history and the GPU-hours it was charged.
+        Recorded before the files go, so a server that dies half-way leaves a job that says so,
+        and deleting again finishes the work."""
+        job = self.visible_job(caller, job_id)
+        if job["state"] in ACTIVE_STATES:
+            raise Conflict(
+                f"Job {job_id} is {job['state']}, and its files are in use. Cancel it first "
+                f"(e31 cancel {job_id}), then delete its files."
+            )
+        jobdir = self.jobdir(job_id)
+        if not job["result"].get("deleted"):
+            size = await asyncio.to_thread(jobdir.size)
+            deleted = {"at": self.clock(), "by": caller.name, "bytes": size}
+            reason = f"files deleted by {caller.name} ({format_size(size)})"
+            result = {**job["result"], "deleted": deleted}
+            self.store.transition(job_id, (job["state"],), job["state"], reason, deleted["at"], keep_reason=True, result=result)
+        left = await asyncio.to_thread(jobdir.delete)
+        warnings = [f"{len(left)} file(s) could not be deleted: {'; '.join(left[:3])}"] if left else []
+        return {**self.describe(self.store.get(job_id)), "warnings": warnings}
+
+    def files_of(self, caller: Caller, job_id: str) -> tuple[dict, JobDir]:
+        """The job and its folder, for what reads the job's files; refused once they are deleted."""
+        job = self.visible_job(caller, job_id)
+        deleted = job["result"].get("deleted")
+        if deleted:
+            raise Gone(
+                f"Job {job_id}'s files were deleted on {format_moment(iso(deleted['at']), seconds=False, utc=True)} by {deleted['by']}: its "
+                f"notebook, data, values, outputs and log are gone. Its record and GPU-hours remain (e31 status {job_id})."
+            )
+        return job, self.jobdir(job_id)
 
     def _still_queued(self, job: dict) -> dict:
         if job["state"] != JobState.QUEUED.value:

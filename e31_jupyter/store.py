@@ -200,13 +200,16 @@ class Store:
 
     @_writes
     def transition(
-        self, job_id: str, expected: tuple[str, ...], to_state: str, reason: str, at: float, **fields
+        self, job_id: str, expected: tuple[str, ...], to_state: str, reason: str, at: float, *,
+        keep_reason: bool = False, **fields,
     ) -> bool:
-        """Move a job to ``to_state`` if it is in one of the ``expected`` states; record why.
+        """Move a job to ``to_state`` if it is in one of the ``expected`` states; record why (in
+        its history, and as its reason unless ``keep_reason``: a change to an ended job, say,
+        keeps why it ended).
 
         Returns False (and changes nothing) when the job was not in an expected state."""
         fields = _encoded(fields)
-        sets = ", ".join(f"{k} = :{k}" for k in ("state", "reason", *fields))
+        sets = ", ".join(f"{k} = :{k}" for k in ("state", *([] if keep_reason else ["reason"]), *fields))
         marks = ", ".join(f":s{i}" for i in range(len(expected)))
         params = {"state": to_state, "reason": reason, **fields, "id": job_id}
         params.update({f"s{i}": s for i, s in enumerate(expected)})

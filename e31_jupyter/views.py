@@ -48,8 +48,14 @@ def job_view(
         "files_count": result.get("files_count", 0),
         "files_left_out": result.get("files_left_out", 0),
         "values": result.get("values", []),
+        "files_deleted": _deleted_view(result.get("deleted")),
         "fingerprint": job["fingerprint"],
     }
+
+
+def _deleted_view(deleted: dict | None) -> dict | None:
+    """When and by whom the job's files were deleted, and how much that freed; None while kept."""
+    return {**deleted, "at": iso(deleted["at"])} if deleted else None
 
 
 def outlook_view(job_id: str, forecast: Forecast, queued: bool = True) -> dict:

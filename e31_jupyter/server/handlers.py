@@ -103,8 +103,7 @@ class E31Handler(APIHandler):
         self.finish({**job, "warnings": warnings})
 
     def job_and_dir(self, job_id: str):
-        job = self.queue.visible_job(self.caller, job_id)
-        return job, self.queue.jobdir(job_id)
+        return self.queue.files_of(self.caller, job_id)
 
 
 class JobsHandler(E31Handler):
@@ -214,6 +213,12 @@ class FilesHandler(E31Handler):
         _, jobdir = self.job_and_dir(job_id)
         manifest = jobdir.read_json(jobdir.manifest, {})
         self.finish({"files": manifest.get("files", []), "left_out": manifest.get("left_out", [])})
+
+    @web.authenticated
+    @authorized
+    @_answers_errors
+    async def delete(self, job_id):
+        self.finish(await self.queue.delete_files(self.caller, job_id))
 
 
 class FileHandler(E31Handler):

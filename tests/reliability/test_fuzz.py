@@ -8,7 +8,9 @@ One server (``ServerProcess``, two configured GPUs) holds real jobs before the f
   own, and a module, by name), so ``{id}``, ``{path}`` and ``{name}`` reach real objects;
 - ``blocker``: running, holding both GPUs until the test opens its gate, so that every job the
   fuzz manages to submit stays queued: nothing the fuzz sends ever runs;
-- ``waiting``: queued behind it (the one live job the fuzz may cancel and resubmit).
+- ``waiting``: queued behind it (the one live job the fuzz may cancel and resubmit);
+- ``spare``: succeeded, the one ended job whose files the fuzz may delete (every other
+  operation reads ``done``'s).
 
 First every operation is called once, unfuzzed, on every real object it may touch (every
 collected file for downloadFile, every value file for downloadValueFile). Then every operation
@@ -64,6 +66,7 @@ ODD_NAMES = ["..", "../spec.json", "answer", "answer.pkl.", "values.json/", "mis
 # The blocker is never cancelled (queued fuzz jobs would start) nor resubmitted (a copy would
 # wait for its gate).
 WRITES = {"cancelJob", "resubmitJob"}
+DELETES = {"deleteFiles"}  # on "spare": the others read "done"'s files
 SUBMITS = {"submitJob", "resubmitJob", "checkSubmit", "checkResubmit"}
 RESUBMITS = {"resubmitJob", "checkResubmit"}
 # A request the server accepts, for the positive submits that name a real notebook: each field
@@ -141,6 +144,8 @@ def live(tmp_path_factory):
         done = client.submit(path="done.ipynb", data=["input.csv"], gpus=1, name="done")["id"]
         done_job = wait_state(client, done, FINAL)
         assert done_job["state"] == "succeeded", server.log_text()[-3000:]
+        spare = client.submit(path="noop.ipynb", gpus=1, name="spare")["id"]
+        assert wait_state(client, spare, FINAL)["state"] == "succeeded", server.log_text()[-3000:]
         blocker = client.submit(path="blocker.ipynb", gpus=2, parameters={"gate": str(gate)}, name="blocker")
         wait_state(client, blocker["id"], {"running"})
         waiting = client.submit(path="noop.ipynb", gpus=1, name="waiting")["id"]
@@ -150,7 +155,7 @@ def live(tmp_path_factory):
         assert {"values.json", "answer.pkl", "table.pkl", "table.0.buf"} <= set(value_files), value_files
         yield {
             "server": server, "client": client, "root": root, "gate": gate, "done": done,
-            "blocker": blocker["id"], "waiting": waiting, "files": files, "value_files": value_files,
+            "blocker": blocker["id"], "waiting": waiting, "spare": spare, "files": files, "value_files": value_files,
         }  # fmt: skip
     finally:
         gate.touch()
@@ -205,8 +210,7 @@ def test_fuzz_the_whole_api(live):
         op_id = op.definition.raw["operationId"]
         targets = [None]
         if "{id}" in op.path:
-            real = [live["done"], live["waiting"]] + ([] if op_id in WRITES else [live["blocker"]])
-            targets = [{"id": job_id} for job_id in real]
+            targets = [{"id": job_id} for job_id in _real_ids(live, op_id)]
             if "{path}" in op.path:
                 targets = [{"id": live["done"], "path": path} for path in live["files"]]
             if "{name}" in op.path:
@@ -239,8 +243,7 @@ def test_fuzz_the_whole_api(live):
         op_id = op.definition.raw["operationId"]
         id_kinds = [None]
         if "{id}" in op.path:
-            real = [live["done"], live["waiting"]] + ([] if op_id in WRITES else [live["blocker"]])
-            id_kinds.append(st.sampled_from(real + UNKNOWN_IDS))
+            id_kinds.append(st.sampled_from(_real_ids(live, op_id) + UNKNOWN_IDS))
         for mode in (GenerationMode.POSITIVE, GenerationMode.NEGATIVE):
             for ids in id_kinds:
                 try:
@@ -293,6 +296,13 @@ def test_fuzz_the_whole_api(live):
     assert not failures, "\n".join(report)
     assert not started, f"jobs the fuzz submitted started: {started}"
     assert traceback < 0, log[max(0, traceback - 300) : traceback + 3000]
+
+
+def _real_ids(live: dict, op_id: str) -> list[str]:
+    """The real jobs an operation is sent to: an ended one, a queued one and, unless it would
+    cancel or copy it, the running blocker."""
+    ended = live["spare"] if op_id in DELETES else live["done"]
+    return [ended, live["waiting"]] + ([] if op_id in WRITES else [live["blocker"]])
 
 
 def _plain_case(op, op_id: str, path_parameters: dict | None):
