@@ -34,7 +34,7 @@ from .packaging import DEFAULT_KERNEL, CellNames, cell_names, cell_notebook, imp
 from .text import format_gpu_hours
 
 HIDDEN = {"In", "Out", "get_ipython", "exit", "quit"}  # IPython's own names, never captured
-LINE_COMMANDS = ("submit-notebook", "resubmit", "update", "jobs", "status", "logs", "cancel", "wait", "collect")
+LINE_COMMANDS = ("submit-notebook", "resubmit", "update", "jobs", "status", "logs", "cancel", "wait", "collect", "delete")
 USAGE = (
     "Usage: %%e31 submit [options] on a cell, or %e31 COMMAND with COMMAND one of "
     + ", ".join(LINE_COMMANDS)
@@ -232,7 +232,7 @@ class E31Magics(Magics):
 
     def _existing(self, fingerprint: str) -> dict | None:
         for job in self.client.jobs(fingerprint=fingerprint):  # newest first
-            if job["state"] in ("queued", "running", "succeeded"):
+            if job["state"] in ("queued", "running", "succeeded") and not job.get("files_deleted"):
                 return job
         return None
 

@@ -407,6 +407,22 @@ def test_cancel_of_several_jobs_cancels_each_it_can(e31, client, gated, trained)
     assert wait_state(client, running["id"], "cancelled", "succeeded", timeout=30)["state"] == "cancelled"
 
 
+# -- delete -----------------------------------------------------------------------------------
+
+
+def test_delete_frees_an_ended_jobs_files_and_status_and_collect_say_so(e31, client, gated, trained, tmp_path):
+    running = wait_state(client, gated.submit(client, "running", gpus=1)["id"], "running")
+    code, out, err = e31("delete", trained, running["id"])
+    assert code == 2 and running["id"] in err and "Cancel it first" in err
+    assert re.fullmatch(rf"{trained}  files deleted \([\d.]+ [KM]B freed\); the record stays\n", out), out
+    code, out, _ = e31("status", trained)
+    assert code == 0 and re.search(r"files: +deleted \d{4}-\d\d-\d\d [\d:]+ \S+ by \S+ \([\d.]+ [KM]B freed\)", out), out
+    assert "succeeded -> succeeded  files deleted by" in out
+    assert_one_line_error(*e31("collect", trained, "--to", tmp_path / "back"), "files were deleted", "e31 status")
+    assert not (tmp_path / "back").exists()
+    gated.open("running")
+
+
 # -- update -----------------------------------------------------------------------------------
 
 

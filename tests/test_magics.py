@@ -275,6 +275,16 @@ def test_a_cells_job_is_named_after_its_first_line_in_plain_text(kernel, client)
     assert out.error == "" and "e31: y = 1  #  [31mred: would be queued" in out.stdout, out.stdout + out.stderr
 
 
+def test_a_cell_whose_jobs_files_were_deleted_runs_again_when_rerun(kernel, client):
+    cell = "%%e31 submit --wait\nanswer = 6 * 7"
+    first = _job_id(kernel.run(cell))
+    kernel.run(f"%e31 delete {first}")
+    assert client.job(first)["files_deleted"] is not None
+    again = kernel.run(cell)
+    assert "already ran" not in again.stdout and _job_id(again) != first
+    assert kernel.value("answer") == "42" and len(client.jobs()) == 2
+
+
 def test_a_file_the_cell_reads_but_the_job_will_not_have_is_named_and_data_brings_it(kernel, client, tmp_path):
     (tmp_path / "rows.csv").write_text("a\nb\nc\n")
     alone = kernel.run("%%e31 submit --name alone\nrows = len(open('rows.csv').readlines())")

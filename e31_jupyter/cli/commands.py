@@ -10,6 +10,7 @@ from pathlib import Path
 from .. import values
 from ..client import FINAL_STATES, E31Client
 from ..errors import E31Error
+from ..text import format_size
 from .arguments import request_changes, submit_bodies, update_changes
 from .listing import (
     as_json,
@@ -207,6 +208,18 @@ def cmd_cancel(client: E31Client, args) -> int:
         print(f"{job['id']}  {describe(job)}")
 
     return _each(client, args.job, cancel)
+
+
+def cmd_delete(client: E31Client, args) -> int:
+    """Delete the files of each ended job named (all named first); one still queued or running
+    does not stop the others. The record and its GPU-hours stay."""
+
+    def delete(job_id: str) -> None:
+        job = client.delete_files(job_id)
+        print_warnings(job["warnings"])
+        print(f"{job['id']}  files deleted ({format_size(job['files_deleted']['bytes'])} freed); the record stays")
+
+    return _each(client, args.job, delete)
 
 
 def _each(client: E31Client, refs: list[str], action) -> int:

@@ -7,7 +7,7 @@ import sys
 from datetime import datetime
 
 from ..client import FINAL_STATES
-from ..text import format_age, format_gpu_hours, format_moment, format_outlook, format_seconds, format_until
+from ..text import format_age, format_gpu_hours, format_moment, format_outlook, format_seconds, format_size, format_until
 
 
 def format_table(headers: list[str], rows: list[list]) -> str:
@@ -90,7 +90,7 @@ def format_job(job: dict) -> str:
         ("notebook", work.get("notebook")),
         *([("params", _parameters(work["parameters"]))] if work.get("parameters") else []),
         *([("data", ", ".join(work["data"]))] if work.get("data") else []),
-        ("files", job.get("files_count")),
+        ("files", _files(job)),
         ("submitted", format_moment(job.get("submitted_at"))),
         ("started", format_moment(job.get("started_at"))),
         ("finished", format_moment(job.get("finished_at"))),
@@ -103,6 +103,13 @@ def format_job(job: dict) -> str:
         reason = f"  {step['reason']}" if step.get("reason") else ""
         lines.append(f"  {format_moment(step.get('at'))}  {step.get('from') or '-'} -> {step.get('to')}{reason}")
     return "\n".join(lines)
+
+
+def _files(job: dict):
+    deleted = job.get("files_deleted")
+    if not deleted:
+        return job.get("files_count")
+    return f"deleted {format_moment(deleted['at'])} by {deleted['by']} ({format_size(deleted['bytes'])} freed)"
 
 
 def _parameters(parameters: dict) -> str:

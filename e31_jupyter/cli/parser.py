@@ -8,6 +8,7 @@ from .arguments import JOB_HELP, container_options, positive_int, request_option
 from .commands import (
     cmd_cancel,
     cmd_collect,
+    cmd_delete,
     cmd_gpus,
     cmd_jobs,
     cmd_logs,
@@ -105,6 +106,12 @@ def build_parser() -> argparse.ArgumentParser:
     collect = command("collect", cmd_collect, "download a finished job's notebook, report and files")
     collect.add_argument("job", metavar="JOB", nargs="+", help=JOB_HELP + " (several: each of them)")
     collect.add_argument("--to", metavar="DIR", help="where to write (default ./e31-JOB; for several jobs, DIR/e31-JOB)")
+
+    delete = command(
+        "delete", cmd_delete,
+        "delete ended jobs' files (notebook, data, values, outputs, log) to free space; the record and GPU-hours stay",
+    )  # fmt: skip
+    delete.add_argument("job", metavar="JOB", nargs="+", help=JOB_HELP + " (several: each of them)")
 
     meter = command("meter", cmd_meter, "GPU-hours and cost by user and team (default: last 7 days)")
     meter.add_argument("--since", metavar="ISO")
