@@ -307,6 +307,7 @@ function activate(
         const known = model.find(id);
         const content = new JobDetailView(new JobDetailModel(api, id), {
           cancel: job => void cancelJob(job),
+          deleteFiles: job => void deleteFiles(job),
           change: job => void changeJob(job),
           resubmit: job => void resubmit(job),
           openNotebook: job => void commands.execute(CommandIDs.openResults, { id: job.id }),
@@ -394,6 +395,26 @@ function activate(
       await api.cancel(job.id);
     } catch (error) {
       void showErrorMessage('Cannot cancel the job', errorText(error));
+    }
+    model.refresh();
+    details.get(job.id)?.content.model.refresh();
+  }
+
+  async function deleteFiles(job: IJob): Promise<void> {
+    const result = await showDialog({
+      title: `Delete the files of “${job.name}”?`,
+      body:
+        'Its executed notebook, report, data, captured values, files and log are deleted for good, ' +
+        'and it can no longer be collected or resubmitted. Its record and GPU-hours stay.',
+      buttons: [Dialog.cancelButton({ label: 'Keep them' }), Dialog.warnButton({ label: 'Delete files' })]
+    });
+    if (!result.button.accept) {
+      return;
+    }
+    try {
+      await api.deleteFiles(job.id);
+    } catch (error) {
+      void showErrorMessage('Cannot delete the files', errorText(error));
     }
     model.refresh();
     details.get(job.id)?.content.model.refresh();

@@ -105,6 +105,11 @@ export class E31Api {
     return this.json(`jobs/${enc(id)}/cancel`, { method: 'POST' });
   }
 
+  /** Delete an ended job's files (notebook, data, values, outputs, log); its record stays. */
+  deleteFiles(id: string): Promise<IJob> {
+    return this.json(`jobs/${enc(id)}/files`, { method: 'DELETE' });
+  }
+
   executedNotebook(id: string): Promise<Record<string, unknown>> {
     return this.json(`jobs/${enc(id)}/notebook`);
   }

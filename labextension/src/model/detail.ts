@@ -74,26 +74,15 @@ export class JobDetailModel {
   async tick(): Promise<boolean> {
     try {
       const job = await this.api.job(this.id);
-      const ended = isFinal(job);
-      const [log, files, values] = await Promise.all([
-        this.api.logTail(this.id, LOG_TAIL_LINES).then(
-          chunk => chunk.text,
-          () => this._log
-        ),
-        // Files are collected when the job ends; before that the list is empty.
-        ended && this._files.length === 0
-          ? this.api.files(this.id).catch(() => this._files)
-          : Promise.resolve(this._files),
-        // The record names the values a cell's job handed back; their types and sizes are asked once.
-        ended && this._values.length === 0 && (job.values ?? []).length > 0
-          ? this.api.values(this.id).catch(() => this._values)
-          : Promise.resolve(this._values)
-      ]);
+      const [log, files, values] = job.files_deleted
+        ? ['', [], []] // nothing left to ask for: the record says so
+        : await this.fetchFiles(job);
       const signature = JSON.stringify([
         job.state,
         job.queue_position,
         job.progress,
         job.transitions.length,
+        job.files_deleted,
         log,
         files,
         values
@@ -113,6 +102,25 @@ export class JobDetailModel {
       this._changed.emit();
       throw error;
     }
+  }
+
+  /** The log's tail, and once the job has ended the files and values it handed back. */
+  private fetchFiles(job: IJobDetail): Promise<[string, IFileEntry[], IValueEntry[]]> {
+    const ended = isFinal(job);
+    return Promise.all([
+      this.api.logTail(this.id, LOG_TAIL_LINES).then(
+        chunk => chunk.text,
+        () => this._log
+      ),
+      // Files are collected when the job ends; before that the list is empty.
+      ended && this._files.length === 0
+        ? this.api.files(this.id).catch(() => this._files)
+        : Promise.resolve(this._files),
+      // The record names the values a cell's job handed back; their types and sizes are asked once.
+      ended && this._values.length === 0 && (job.values ?? []).length > 0
+        ? this.api.values(this.id).catch(() => this._values)
+        : Promise.resolve(this._values)
+    ]);
   }
 
   dispose(): void {

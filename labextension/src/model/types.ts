@@ -42,6 +42,12 @@ export interface IUsage {
   currency?: string;
 }
 
+export interface IFilesDeleted {
+  at: string;
+  by: string;
+  bytes: number;
+}
+
 export interface IJob {
   id: string;
   name: string;
@@ -94,6 +100,8 @@ export interface IJob {
   files_count?: number;
   /** The names a cell's job handed back (empty for a notebook's job). */
   values?: string[];
+  /** When and by whom the job's files were deleted (the record stays); null while they are kept. */
+  files_deleted?: IFilesDeleted | null;
 }
 
 export interface ITransition {

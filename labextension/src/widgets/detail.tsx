@@ -24,6 +24,7 @@ import { ProgressBar, StateBadge, useTicker } from './common';
 
 export interface IDetailActions {
   cancel(job: IJobDetail): void;
+  deleteFiles(job: IJobDetail): void;
   change(job: IJobDetail): void;
   resubmit(job: IJobDetail): void;
   openNotebook(job: IJobDetail): void;
@@ -90,6 +91,8 @@ function DetailView(props: { model: JobDetailModel; actions: IDetailActions }): 
     );
   }
   const ran = job.started_at !== null;
+  const deleted = job.files_deleted;
+  const gone = deleted ? 'The job\'s files were deleted' : '';
   const hours = liveGpuHours(job, model.fetchedAt || now, now);
   const parameters = Object.entries(job.work?.parameters ?? {});
   const hasReport = (job.output?.reports ?? []).includes('html');
@@ -109,21 +112,26 @@ function DetailView(props: { model: JobDetailModel; actions: IDetailActions }): 
         <div className="e31-Detail-actions">
           <button
             className="jp-Button jp-mod-styled jp-mod-accept"
-            disabled={!ran}
-            title={ran ? 'Open the executed notebook, read-only' : 'The job has not started yet'}
+            disabled={!ran || !!deleted}
+            title={gone || (ran ? 'Open the executed notebook, read-only' : 'The job has not started yet')}
             onClick={() => actions.openNotebook(job)}
           >
             {isFinal(job) ? 'Open executed notebook' : 'Open notebook so far'}
           </button>
           <button
             className="jp-Button jp-mod-styled jp-mod-reject e31-Secondary"
-            disabled={!isFinal(job) || !ran || !hasReport}
-            title={hasReport ? 'The HTML report of the executed notebook' : 'No HTML report was asked for'}
+            disabled={!isFinal(job) || !ran || !hasReport || !!deleted}
+            title={gone || (hasReport ? 'The HTML report of the executed notebook' : 'No HTML report was asked for')}
             onClick={() => actions.openReport(job)}
           >
             HTML report
           </button>
-          <button className="jp-Button jp-mod-styled jp-mod-reject e31-Secondary" onClick={() => actions.resubmit(job)}>
+          <button
+            className="jp-Button jp-mod-styled jp-mod-reject e31-Secondary"
+            disabled={!!deleted}
+            title={gone || 'Run its notebook again as a new job'}
+            onClick={() => actions.resubmit(job)}
+          >
             Resubmit…
           </button>
           {job.state === 'queued' ? (
@@ -140,7 +148,21 @@ function DetailView(props: { model: JobDetailModel; actions: IDetailActions }): 
               Cancel job
             </button>
           ) : null}
+          {isFinal(job) && !deleted ? (
+            <button
+              className="jp-Button jp-mod-styled jp-mod-reject e31-Secondary e31-Detail-delete"
+              title="Delete its notebook, report, data, values, files and log to free their space; the record and GPU-hours stay"
+              onClick={() => actions.deleteFiles(job)}
+            >
+              Delete files…
+            </button>
+          ) : null}
         </div>
+        {deleted ? (
+          <p className="e31-Detail-deleted e31-Muted">
+            {`Files deleted ${formatTimestamp(deleted.at)} by ${deleted.by} (${formatBytes(deleted.bytes)} freed). The record and GPU-hours stay.`}
+          </p>
+        ) : null}
         {job.reason && job.state !== 'running' ? <p className={`e31-Detail-reason e31-mod-${job.state}`}>{job.reason}</p> : null}
         {model.error ? <div className="e31-Error">{model.error}</div> : null}
       </header>
@@ -243,7 +265,9 @@ function DetailView(props: { model: JobDetailModel; actions: IDetailActions }): 
             ))}
           </ul>
         ) : (
-          <p className="e31-Muted">{isFinal(job) ? 'The job handed back no files.' : 'Files are collected when the job ends.'}</p>
+          <p className="e31-Muted">
+            {deleted ? 'Deleted.' : isFinal(job) ? 'The job handed back no files.' : 'Files are collected when the job ends.'}
+          </p>
         )}
       </section>
 
@@ -251,7 +275,7 @@ function DetailView(props: { model: JobDetailModel; actions: IDetailActions }): 
 
       <section className="e31-Section">
         <h2>Log</h2>
-        <pre className="e31-Log">{model.log || (ran ? '(empty)' : '(the log starts when the job does)')}</pre>
+        <pre className="e31-Log">{model.log || (deleted ? '(deleted)' : ran ? '(empty)' : '(the log starts when the job does)')}</pre>
       </section>
     </div>
   );
@@ -261,7 +285,7 @@ function DetailView(props: { model: JobDetailModel; actions: IDetailActions }): 
 function Values(props: { model: JobDetailModel; job: IJobDetail }): JSX.Element | null {
   const { model, job } = props;
   const names = job.values ?? [];
-  if (!names.length) {
+  if (!names.length || job.files_deleted) {
     return null;
   }
   const notes = new Map(model.values.map(v => [v.name, valueNote(v)]));

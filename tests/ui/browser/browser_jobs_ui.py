@@ -569,3 +569,28 @@ def test_nothing_polls_while_the_panel_is_hidden_and_no_job_is_active(lab, api, 
     show_panel(page)  # shown again: fresh at once
     page.wait_for_timeout(1000)
     assert len(polls) > seen
+
+
+def test_deleting_an_ended_jobs_files_from_its_page(lab, api, context):
+    notebook = write_notebook(lab.root / "to-delete.ipynb", "open('out.txt', 'w').write('x' * 100)\nprint('ran')")
+    job = wait_state(api, api.submit(path=str(notebook), name="to-delete")["id"], "succeeded")
+    page = context.new_page()
+    open_lab(page, lab, "delete")
+    show_panel(page)
+    job_row(page, "to-delete").click()
+    detail = page.locator(f'.e31-Detail-body[data-job-id="{job["id"]}"]')
+    expect(detail.locator(".e31-Files")).to_contain_text("out.txt")
+    expect(detail.locator(".e31-Log")).to_contain_text("ran")
+    detail.get_by_role("button", name="Delete files…").click()
+    confirm = page.locator(".jp-Dialog").filter(has_text="Delete the files of “to-delete”?")
+    expect(confirm).to_contain_text("Its record and GPU-hours stay")
+    confirm.locator(".jp-Dialog-button.jp-mod-warn").click()
+    expect(detail.locator(".e31-Detail-deleted")).to_contain_text(re.compile(r"Files deleted .* by \S+ \([\d.]+ KB freed\)"))
+    for name in ("Open executed notebook", "HTML report", "Resubmit…"):
+        expect(detail.get_by_role("button", name=name)).to_be_disabled()
+    expect(detail.get_by_role("button", name="Delete files…")).to_have_count(0)
+    expect(detail.locator(".e31-Log")).to_have_text("(deleted)")
+    expect(detail.locator(".e31-Files")).to_have_count(0)
+    expect(detail.locator(".e31-Transitions")).to_contain_text("files deleted by")
+    assert api.job(job["id"])["files_deleted"]["bytes"] > 0
+    screenshot(page, "detail-deleted")

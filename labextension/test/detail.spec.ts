@@ -1,0 +1,50 @@
+import { JobDetailModel } from '../src/model/detail';
+import { fakeApi, job } from './helpers';
+
+describe('JobDetailModel', () => {
+  const ended = { state: 'succeeded' as const, started_at: '2024-06-03T08:01:00+00:00', finished_at: '2024-06-03T09:00:00+00:00' };
+
+  it("asks for an ended job's log, files and values", async () => {
+    const { api, calls } = fakeApi({
+      'GET jobs/j1': () => ({ ...job({ id: 'j1', ...ended }), transitions: [], values: ['model'] }),
+      'GET jobs/j1/log': () => ({ text: 'done', offset: 4, final: true }),
+      'GET jobs/j1/files': () => ({ files: [{ path: 'out.txt', size: 3 }] }),
+      'GET jobs/j1/values': () => ({ values: [{ name: 'model', type: 'dict', size: 10 }] })
+    });
+    const model = new JobDetailModel(api, 'j1');
+    await model.tick();
+    expect(calls.map(c => c.split('?')[0]).sort()).toEqual(['GET jobs/j1', 'GET jobs/j1/files', 'GET jobs/j1/log', 'GET jobs/j1/values']);
+    expect([model.log, model.files.length, model.values.length]).toEqual(['done', 1, 1]);
+    model.dispose();
+  });
+
+  it('asks for nothing more once the files are deleted, and forgets what it had', async () => {
+    let deleted: unknown = null;
+    const { api, calls } = fakeApi({
+      'GET jobs/j1': () => ({ ...job({ id: 'j1', ...ended }), transitions: [], files_deleted: deleted }),
+      'GET jobs/j1/log': () => ({ text: 'done', offset: 4, final: true }),
+      'GET jobs/j1/files': () => ({ files: [{ path: 'out.txt', size: 3 }] })
+    });
+    const model = new JobDetailModel(api, 'j1');
+    await model.tick();
+    expect(model.files.length).toBe(1);
+    deleted = { at: '2024-06-04T08:00:00+00:00', by: 'ada', bytes: 2048 };
+    calls.length = 0;
+    expect(await model.tick()).toBe(true); // a change to show
+    expect(calls).toEqual(['GET jobs/j1']);
+    expect([model.log, model.files, model.values, model.job?.files_deleted]).toEqual(['', [], [], deleted]);
+    model.dispose();
+  });
+});
+
+describe('E31Api.deleteFiles', () => {
+  it('asks the server to delete the files, and passes on why it refuses', async () => {
+    const { api, calls } = fakeApi({
+      'DELETE jobs/j1/files': () => job({ id: 'j1' }),
+      'DELETE jobs/j2/files': () => [409, { message: 'Job j2 is running, and its files are in use.' }]
+    });
+    await api.deleteFiles('j1');
+    await expect(api.deleteFiles('j2')).rejects.toMatchObject({ status: 409, message: 'Job j2 is running, and its files are in use.' });
+    expect(calls).toEqual(['DELETE jobs/j1/files', 'DELETE jobs/j2/files']);
+  });
+});
