@@ -379,42 +379,49 @@ function activate(
     }
   });
 
-  async function cancelJob(job: IJob): Promise<void> {
-    const result = await showDialog({
+  function cancelJob(job: IJob): Promise<void> {
+    return afterYes(job, () => api.cancel(job.id), {
       title: `Cancel “${job.name}”?`,
       body:
         job.state === 'running'
           ? 'Its processes are stopped, its GPUs go back to the pool and its meter stops.'
           : 'It leaves the queue. Waiting cost nothing.',
-      buttons: [Dialog.cancelButton({ label: 'Keep it' }), Dialog.warnButton({ label: 'Cancel job' })]
+      no: 'Keep it',
+      yes: 'Cancel job',
+      failed: 'Cannot cancel the job'
     });
-    if (!result.button.accept) {
-      return;
-    }
-    try {
-      await api.cancel(job.id);
-    } catch (error) {
-      void showErrorMessage('Cannot cancel the job', errorText(error));
-    }
-    model.refresh();
-    details.get(job.id)?.content.model.refresh();
   }
 
-  async function deleteFiles(job: IJob): Promise<void> {
-    const result = await showDialog({
+  function deleteFiles(job: IJob): Promise<void> {
+    return afterYes(job, () => api.deleteFiles(job.id), {
       title: `Delete the files of “${job.name}”?`,
       body:
         'Its executed notebook, report, data, captured values, files and log are deleted for good, ' +
         'and it can no longer be collected or resubmitted. Its record and GPU-hours stay.',
-      buttons: [Dialog.cancelButton({ label: 'Keep them' }), Dialog.warnButton({ label: 'Delete files' })]
+      no: 'Keep them',
+      yes: 'Delete files',
+      failed: 'Cannot delete the files'
+    });
+  }
+
+  /** Ask first; on yes, act on the job, say why if the server refused, and look again. */
+  async function afterYes(
+    job: IJob,
+    act: () => Promise<unknown>,
+    words: { title: string; body: string; no: string; yes: string; failed: string }
+  ): Promise<void> {
+    const result = await showDialog({
+      title: words.title,
+      body: words.body,
+      buttons: [Dialog.cancelButton({ label: words.no }), Dialog.warnButton({ label: words.yes })]
     });
     if (!result.button.accept) {
       return;
     }
     try {
-      await api.deleteFiles(job.id);
+      await act();
     } catch (error) {
-      void showErrorMessage('Cannot delete the files', errorText(error));
+      void showErrorMessage(words.failed, errorText(error));
     }
     model.refresh();
     details.get(job.id)?.content.model.refresh();
