@@ -34,7 +34,9 @@ from .packaging import DEFAULT_KERNEL, CellNames, cell_names, cell_notebook, imp
 from .text import format_gpu_hours
 
 HIDDEN = {"In", "Out", "get_ipython", "exit", "quit"}  # IPython's own names, never captured
-LINE_COMMANDS = ("submit-notebook", "resubmit", "update", "jobs", "status", "logs", "cancel", "wait", "collect", "delete")
+LINE_COMMANDS = (
+    "submit-notebook", "resubmit", "update", "jobs", "status", "logs", "cancel", "wait", "collect", "delete",
+)  # fmt: skip
 USAGE = (
     "Usage: %%e31 submit [options] on a cell, or %e31 COMMAND with COMMAND one of "
     + ", ".join(LINE_COMMANDS)

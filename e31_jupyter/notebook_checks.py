@@ -215,7 +215,8 @@ def module_warnings(sources: list[str], folder: Path, data: list[Path], modules:
     return [
         f"The job will not have the module{'' if one else 's'} {', '.join(missing)} ({files}, next to the "
         f"notebook), which the code uses: give {'it' if one else 'them'} as data ({flags}), and the job "
-        f"imports {'it' if one else 'them'} from its own folder. A job runs in a folder of its own, holding only its data."
+        f"imports {'it' if one else 'them'} from its own folder. A job runs in a folder of its own, holding "
+        "only its data."
     ]
 
 
@@ -250,7 +251,9 @@ def _installed(names: list[str]) -> set[str]:
     ask = "import sys, importlib.util as u\nfor n in sys.argv[1:]:\n    if u.find_spec(n): print(n)"
     with tempfile.TemporaryDirectory() as empty:
         try:
-            found = subprocess.run([sys.executable, "-c", ask, *names], cwd=empty, capture_output=True, text=True, timeout=60)
+            found = subprocess.run(
+                [sys.executable, "-c", ask, *names], cwd=empty, capture_output=True, text=True, timeout=60
+            )
         except (OSError, subprocess.SubprocessError):
             return set()  # unknown: name them all, it is only a warning
     return set(found.stdout.split())

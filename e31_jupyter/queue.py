@@ -333,7 +333,8 @@ class Queue:
             deleted = {"at": self.clock(), "by": caller.name, "bytes": size}
             reason = f"files deleted by {caller.name} ({format_size(size)})"
             result = {**job["result"], "deleted": deleted}
-            self.store.transition(job_id, (job["state"],), job["state"], reason, deleted["at"], keep_reason=True, result=result)
+            state = job["state"]
+            self.store.transition(job_id, (state,), state, reason, deleted["at"], keep_reason=True, result=result)
         left = await asyncio.to_thread(jobdir.delete)
         warnings = [f"{len(left)} file(s) could not be deleted: {'; '.join(left[:3])}"] if left else []
         return {**self.describe(self.store.get(job_id)), "warnings": warnings}
@@ -343,9 +344,10 @@ class Queue:
         job = self.visible_job(caller, job_id)
         deleted = job["result"].get("deleted")
         if deleted:
+            when = format_moment(iso(deleted["at"]), seconds=False, utc=True)
             raise Gone(
-                f"Job {job_id}'s files were deleted on {format_moment(iso(deleted['at']), seconds=False, utc=True)} by {deleted['by']}: its "
-                f"notebook, data, values, outputs and log are gone. Its record and GPU-hours remain (e31 status {job_id})."
+                f"Job {job_id}'s files were deleted on {when} by {deleted['by']}: its notebook, data, "
+                f"values, outputs and log are gone. Its record and GPU-hours remain (e31 status {job_id})."
             )
         return job, self.jobdir(job_id)
 

@@ -240,8 +240,9 @@ def _kernel_died(progress: Progress, status: int | None) -> str:
         killed = signal.Signals(-status).name
     except ValueError:
         killed = f"signal {-status}"
-    why = ", most often by the out-of-memory killer: the job needed more memory than it had" if killed == "SIGKILL" else ""
-    return f"kernel died{where}: killed by {killed}{why}"
+    if killed == "SIGKILL":
+        killed += ", most often by the out-of-memory killer: the job needed more memory than it had"
+    return f"kernel died{where}: killed by {killed}"
 
 
 def main(argv: list[str] | None = None) -> int:
