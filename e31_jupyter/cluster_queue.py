@@ -138,6 +138,7 @@ class ClusterQueue(Queue):
 
     def _tick(self) -> None:
         self.schedule()
+        self._delete_old_files_when_due()
 
     def _adopt_running_jobs(self) -> None:
         self.schedule(force=True)  # everything is asked of the cluster again

@@ -58,6 +58,7 @@ TIMED_PASS_S = 1.0  # how often it schedules with nothing new (deadlines become 
 PASS_GAP_S = 0.05  # submits and cancels closer than this (or than 2 passes' time) share one pass
 CHECK_ID = "(checked)"  # the id a checked job has in the line it is checked against; no job's id
 LINE_MAX_AGE_S = 1.0  # how stale a place in line may be shown after the queue changed
+RETENTION_CHECK_S = 600.0  # how often the scheduler looks for jobs whose files are due for deletion
 LOCK_RETRY_S = 1.0  # how often a server that is not the scheduler tries to become it
 # What a resubmit may change; the rest comes from the earlier job.
 RESUBMIT_CHANGES = frozenset({
@@ -87,6 +88,8 @@ class Queue:
         self._watched: set[str] = set()
         self._seen_version = -1  # the store's data_version at the last look
         self._last_pass = 0.0  # time.monotonic() of the last scheduling pass
+        self._last_sweep = 0.0  # time.monotonic() of the last look for files due for deletion
+        self._sweep: asyncio.Future | None = None  # that look, while it deletes
         self._pass_s = 0.0  # how long it took
         self._pass_due = False  # a pass is set to run soon (_schedule_soon)
         self._line: Line | None = None  # the queue in order, for places in line
@@ -166,6 +169,26 @@ class Queue:
         if version != self._seen_version or time.monotonic() - self._last_pass >= TIMED_PASS_S:
             self._seen_version = version
             self.schedule()
+        self._delete_old_files_when_due()
+
+    def _delete_old_files_when_due(self) -> None:
+        """Start deleting the files of jobs that ended ``delete_files_after_s`` ago, now and then
+        (more often for a short setting), one sweep at a time."""
+        after = self.settings.delete_files_after_s
+        if after is None or (self._sweep is not None and not self._sweep.done()):
+            return
+        if time.monotonic() - self._last_sweep < min(RETENTION_CHECK_S, after / 2):
+            return
+        self._last_sweep = time.monotonic()
+        self._sweep = asyncio.ensure_future(self._delete_old_files(after))
+
+    async def _delete_old_files(self, after: float) -> None:
+        by = f"e31 (c.E31.delete_files_after = {format_seconds(after)})"
+        for job in self.store.ended_with_files(self.clock() - after, limit=100):
+            try:
+                await self._delete_files(job, by)
+            except Exception:  # one job's files must not stop the others'
+                log.exception("e31: deleting the files of job %s failed", job["id"])
 
     # --- user actions ---------------------------------------------------------------------
 
@@ -327,17 +350,21 @@ class Queue:
                 f"Job {job_id} is {job['state']}, and its files are in use. Cancel it first "
                 f"(e31 cancel {job_id}), then delete its files."
             )
-        jobdir = self.jobdir(job_id)
-        if not job["result"].get("deleted"):
-            size = await asyncio.to_thread(jobdir.size)
-            deleted = {"at": self.clock(), "by": caller.name, "bytes": size}
-            reason = f"files deleted by {caller.name} ({format_size(size)})"
-            result = {**job["result"], "deleted": deleted}
-            state = job["state"]
-            self.store.transition(job_id, (state,), state, reason, deleted["at"], keep_reason=True, result=result)
-        left = await asyncio.to_thread(jobdir.delete)
+        left = await self._delete_files(job, caller.name)
         warnings = [f"{len(left)} file(s) could not be deleted: {'; '.join(left[:3])}"] if left else []
         return {**self.describe(self.store.get(job_id)), "warnings": warnings}
+
+    async def _delete_files(self, job: dict, by: str) -> list[str]:
+        """Record that ``by`` deletes the ended job's files, then delete them; what could not go."""
+        jobdir = self.jobdir(job["id"])
+        if not job["result"].get("deleted"):
+            size = await asyncio.to_thread(jobdir.size)
+            deleted = {"at": self.clock(), "by": by, "bytes": size}
+            reason = f"files deleted by {by} ({format_size(size)})"
+            result = {**job["result"], "deleted": deleted}
+            state = job["state"]
+            self.store.transition(job["id"], (state,), state, reason, deleted["at"], keep_reason=True, result=result)
+        return await asyncio.to_thread(jobdir.delete)
 
     def files_of(self, caller: Caller, job_id: str) -> tuple[dict, JobDir]:
         """The job and its folder, for what reads the job's files; refused once they are deleted."""

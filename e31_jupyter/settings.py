@@ -19,3 +19,4 @@ class Settings:
     max_queued_per_user: int = 1000
     max_input_bytes: int = 50 << 30
     max_output_bytes: int = 50 << 30
+    delete_files_after_s: float | None = None  # an ended job's files are deleted this long after; None: kept

@@ -363,6 +363,18 @@ class Store:
         sql = "SELECT COUNT(*) FROM jobs" + (f" WHERE {' AND '.join(where)}" if where else "")
         return self._db.execute(sql, params).fetchone()[0]
 
+    def ended_with_files(self, before: float, limit: int) -> list[dict]:
+        """Up to ``limit`` jobs that ended before ``before`` (or, never having run, were
+        submitted before it) and still keep their files, oldest first."""
+        marks = ", ".join("?" * len(FINAL_STATES))
+        with self._lock:
+            rows = self._db.execute(
+                f"SELECT * FROM jobs WHERE state IN ({marks}) AND COALESCE(finished_at, submitted_at) < ?"
+                " AND json_extract(result, '$.deleted') IS NULL ORDER BY COALESCE(finished_at, submitted_at) LIMIT ?",
+                (*FINAL_STATES, before, limit),
+            )
+            return [_row(r) for r in rows]
+
     def held_between(self, since: float, until: float) -> list[dict]:
         """Jobs whose GPU hold overlaps [since, until] (BRIEF_COLUMNS): what the meter charges
         in that window."""

@@ -4,8 +4,9 @@ history and the GPU-hours stay, and whatever read the files says they are gone."
 from __future__ import annotations
 
 import pytest
-from conftest import wait_state, write_notebook
+from conftest import wait_for, wait_state, write_notebook
 
+from e31_jupyter.client import E31Client
 from e31_jupyter.errors import E31Error
 
 
@@ -52,3 +53,20 @@ def test_a_queued_or_running_jobs_files_are_in_use_and_stay(client, gated):
     ended = wait_state(client, queued["id"], "succeeded", "failed")
     assert ended["state"] == "succeeded", ended["reason"]
     assert client.notebook(queued["id"])["cells"]  # nothing was deleted
+
+
+def test_with_delete_files_after_the_files_of_jobs_that_ended_long_enough_ago_go_by_themselves(start_server, tmp_path, gated):
+    server = start_server(extra_args=["--E31.delete_files_after=3s"])
+    client = E31Client(server.url, server.token)
+    running = wait_state(client, gated.submit(client, "running", gpus=1)["id"], "running")
+    nb = write_notebook(tmp_path / "quick.ipynb", "print('ran')")
+    ended = wait_state(client, client.submit(path=str(nb))["id"], "succeeded", "failed")
+    assert ended["state"] == "succeeded" and client.notebook(ended["id"])["cells"]  # kept at first
+    gone = wait_for(lambda: client.job(ended["id"])["files_deleted"], timeout=30, what="the files to be deleted")
+    assert gone["by"] == "e31 (c.E31.delete_files_after = 3s)" and gone["bytes"] > 0
+    assert not (server.data_dir / "jobs" / ended["id"]).exists()
+    assert client.job(ended["id"])["transitions"][-1]["reason"].startswith("files deleted by e31 (c.E31.delete_files_after = 3s) (")
+    assert client.job(running["id"])["files_deleted"] is None  # a running job's are in use
+    assert (server.data_dir / "jobs" / running["id"]).exists()
+    gated.open("running")
+

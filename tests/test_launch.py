@@ -96,6 +96,7 @@ def test_an_unwritable_data_directory_is_a_clear_start_up_error(tmp_path):
     [
         ("--E31.long_jobs_share=1.5", "c.E31.long_jobs_share is 1.5, but it is a share of the GPUs, from 0 to 1"),
         ("--E31.default_max_runtime=abc", "c.E31.default_max_runtime: cannot read 'abc' as a duration"),
+        ("--E31.delete_files_after=soon", "c.E31.delete_files_after: cannot read 'soon' as a duration"),
         ("--E31.gpu_hour_rate=-1", "c.E31.gpu_hour_rate must be 0 or more."),
     ],
 )

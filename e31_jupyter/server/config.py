@@ -125,6 +125,13 @@ class E31(Configurable):
         "24h", help="The run time limit of a job that declares none (e.g. 90m, 6h, 1d)."
     ).tag(config=True)
 
+    delete_files_after = Unicode(
+        "",
+        help="Delete the files of jobs that ended this long ago (e.g. 30d, 12h): their notebooks, "
+        "data, values, outputs and logs, as `e31 delete` does. Their records, history and "
+        "GPU-hours stay. Default: never; the files stay until someone deletes them.",
+    ).tag(config=True)
+
     gpu_hour_rate = Float(0.0, help="What one GPU-hour costs, in `currency`.").tag(config=True)
 
     currency = Unicode("USD", help="The currency of gpu_hour_rate.").tag(config=True)
@@ -220,10 +227,13 @@ class E31(Configurable):
             raise ValueError(f"c.E31.docker_user must be UID or UID:GID, got {proposal['value']!r}.")
         return proposal["value"]
 
-    @validate("default_max_runtime")
+    @validate("default_max_runtime", "delete_files_after")
     def _check_duration(self, proposal):
+        name = proposal["trait"].name
+        if name == "delete_files_after" and not proposal["value"]:
+            return proposal["value"]  # never
         try:
-            parse_duration(proposal["value"], "c.E31.default_max_runtime")
+            parse_duration(proposal["value"], f"c.E31.{name}")
         except InvalidRequest as error:
             raise ValueError(str(error)) from None
         return proposal["value"]

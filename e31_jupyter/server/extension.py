@@ -41,6 +41,9 @@ class E31Extension(ExtensionApp):
             max_queued_per_user=config.max_queued_per_user,
             max_input_bytes=config.max_input_bytes,
             max_output_bytes=config.max_output_bytes,
+            delete_files_after_s=(
+                parse_duration(config.delete_files_after, "delete_files_after") if config.delete_files_after else None
+            ),
         )
         try:
             backend = backends.create(config.backend, **config.backend_settings())
