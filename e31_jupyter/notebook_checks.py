@@ -1,6 +1,7 @@
-"""What a submit should tell the user about a notebook before it waits in line: parameters the
-notebook does not set, or of another type than its default (or that papermill could not pass at
-all), and files and modules next to it that its code reads or imports but the job will not have.
+"""What a submit should tell the user about a notebook before it waits in line: code cells that
+do not parse, parameters the notebook does not set, or of another type than its default (or that
+papermill could not pass at all), and files and modules next to it that its code reads or imports
+but the job will not have.
 Warnings, since both are read from the code and can be wrong; refusals only for what would
 certainly fail."""
 
@@ -21,7 +22,7 @@ from papermill.translators import papermill_translators
 from papermill.utils import nb_language
 
 from .errors import InvalidRequest
-from .packaging import CELL_TAG, cell_names, code_run_by_magic, parse_cell
+from .packaging import CELL_TAG, cell_names, code_run_by_magic, parse_cell, parse_cell_strictly
 
 
 def notebook_warnings(
@@ -29,12 +30,35 @@ def notebook_warnings(
 ) -> list[str]:
     """What to tell the user at submit about the notebook's parameters and, when its folder is
     known, the files and modules next to it that it reads or imports but the job will not have."""
-    warnings = parameter_warnings(notebook, kernel, parameters)
+    warnings = syntax_warnings(notebook) + parameter_warnings(notebook, kernel, parameters)
     if folder is not None:
         sources = python_sources(notebook)
         warnings += left_behind_warnings(sources, folder, parameters, data)
         warnings += module_warnings(sources, folder, data)
     return warnings
+
+
+def syntax_warnings(notebook: nbformat.NotebookNode) -> list[str]:
+    """The first code cell of a Python notebook that does not parse as IPython reads it (magics
+    and ! lines included): the job would wait its turn only to stop there. A cell tagged
+    ``raises-exception`` is left out: papermill goes on past it."""
+    if _language(notebook) != "python":
+        return []
+    for number, cell in enumerate(notebook.cells, 1):
+        if cell.cell_type != "code" or "raises-exception" in cell.metadata.get("tags", []):
+            continue
+        try:
+            parse_cell_strictly(cell.source)
+        except (RecursionError, MemoryError):
+            continue  # nested too deep for this parser to tell
+        except (SyntaxError, ValueError) as error:
+            first = next((line.strip() for line in cell.source.splitlines() if line.strip()), "")
+            where = f"line {error.lineno}: " if getattr(error, "lineno", None) else ""
+            return [
+                f"Cell {number} ({first[:40]!r}) is not valid Python ({where}{getattr(error, 'msg', error)}): "
+                "the job would stop there after its wait in line. Fix it and submit again."
+            ]
+    return []
 
 
 def parameter_warnings(notebook: nbformat.NotebookNode, kernel: str, parameters: dict) -> list[str]:

@@ -272,10 +272,11 @@ class _Scope(ast.NodeVisitor):
 
 
 def parse_cell(source: str) -> ast.Module:
-    """The cell's syntax tree (``parse_cell_strictly``); empty when it does not parse."""
+    """The cell's syntax tree (``parse_cell_strictly``); empty when it does not parse, or nests
+    too deep for the parser."""
     try:
         return parse_cell_strictly(source)
-    except (SyntaxError, ValueError):
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
         return ast.Module(body=[], type_ignores=[])
 
 

@@ -211,6 +211,16 @@ def test_a_file_the_job_will_not_have_is_named_at_submit_and_data_brings_it(clie
     assert wait_state(client, given["id"], "succeeded", "failed")["state"] == "succeeded"
 
 
+def test_a_cell_that_does_not_parse_is_named_at_submit(client, tmp_path):
+    nb = write_notebook(tmp_path / "typo.ipynb", "print('fine')", "x = [1, 2\nprint(x)")
+    job = client.submit(path=str(nb))
+    assert job["warnings"] == [
+        "Cell 2 ('x = [1, 2') is not valid Python (line 1: '[' was never closed): the job would stop there "
+        "after its wait in line. Fix it and submit again."
+    ]
+    assert "SyntaxError" in wait_state(client, job["id"], "failed")["reason"]  # as the warning said
+
+
 def test_a_module_beside_the_notebook_is_named_at_submit_and_data_brings_it(client, tmp_path):
     (tmp_path / "mylib.py").write_text("def double(x):\n    return 2 * x\n")
     nb = write_notebook(tmp_path / "importer.ipynb", "import mylib\nprint(mylib.double(21))")

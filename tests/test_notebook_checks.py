@@ -8,7 +8,13 @@ import pytest
 from nbformat.v4 import new_code_cell, new_notebook
 
 from e31_jupyter.errors import InvalidRequest
-from e31_jupyter.notebook_checks import left_behind_warnings, module_warnings, parameter_warnings, python_sources
+from e31_jupyter.notebook_checks import (
+    left_behind_warnings,
+    module_warnings,
+    parameter_warnings,
+    python_sources,
+    syntax_warnings,
+)
 from e31_jupyter.packaging import cell_notebook
 
 
@@ -158,3 +164,20 @@ def test_a_module_a_cells_values_come_from_is_named_though_the_cell_does_not_imp
     (warning,) = module_warnings(["y = double(3)"], tmp_path, [], ["mylib", "numpy", "builtins"])
     assert "the module mylib (mylib.py, next to the notebook)" in warning
     assert module_warnings(["y = double(3)"], tmp_path, [], ["numpy", "builtins"]) == []
+
+
+def test_the_first_code_cell_that_does_not_parse_is_named():
+    cells = [
+        new_code_cell("%matplotlib inline\n!pip list\nimport os"),  # IPython's syntax parses
+        nbformat.v4.new_markdown_cell("x = [1, 2"),  # not code
+        new_code_cell("1 / 0 (", metadata={"tags": ["raises-exception"]}),  # papermill goes on past it
+        new_code_cell("%%bash\nls (("),  # the bash cell's body is not Python
+        new_code_cell("-" * 100_000 + "1"),  # too deep for the parser to tell: the job will say
+        new_code_cell("# train\nx = [1, 2\nprint(x)"),
+        new_code_cell("def f(:\n    pass"),
+    ]
+    nb = new_notebook(cells=cells, metadata={"language_info": {"name": "python"}})
+    (warning,) = syntax_warnings(nb)
+    assert warning.startswith("Cell 6 ('# train') is not valid Python (line 2: '[' was never closed): the job would stop")
+    assert syntax_warnings(new_notebook(cells=cells[:5], metadata={"language_info": {"name": "python"}})) == []
+    assert syntax_warnings(new_notebook(cells=cells, metadata={"language_info": {"name": "R"}})) == []
