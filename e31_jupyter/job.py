@@ -71,17 +71,25 @@ def _bad_duration(value, field_name: str) -> InvalidRequest:
     )
 
 
+_CLOCK = re.compile(r"(?P<hour>\d{1,2})(?::(?P<minute>\d{2})(?::(?P<second>\d{2}))?)?\s*(?P<half>am|pm)?")
+_DAYS = {"today": 0, "tomorrow": 1}
+
+
 def parse_deadline(value: str, now: float) -> float:
-    """The deadline as POSIX seconds: ISO 8601, ``+6h`` (relative), or a clock time ``08:00``
-    meaning the next such time in the local time zone."""
+    """The deadline as POSIX seconds: ISO 8601, ``+6h`` (relative), a clock time ``08:00`` or
+    ``8am`` meaning the next such time in the local time zone, or ``today 18:00`` /
+    ``tomorrow 8am``."""
     if not isinstance(value, str) or not value.strip():
         raise _bad_deadline(value)
     text = value.strip()
     if text.startswith("+"):
         return now + parse_duration(text[1:], "deadline")
-    clock = re.fullmatch(r"(\d{1,2}):(\d{2})(?::(\d{2}))?", text)
-    if clock:
-        return _next_clock_time(int(clock[1]), int(clock[2]), int(clock[3] or 0), now, value)
+    day, _, rest = text.lower().partition(" ")
+    if day in _DAYS:
+        return _clock_time_on(_DAYS[day], _clock(rest.strip(), value), now)
+    clock = _clock(text.lower(), value, required=False)
+    if clock is not None:
+        return _next_clock_time(clock, now)
     try:
         when = dt.datetime.fromisoformat(_zulu(text))
     except ValueError:
@@ -91,20 +99,46 @@ def parse_deadline(value: str, now: float) -> float:
     return when.timestamp()
 
 
-def _next_clock_time(hour: int, minute: int, second: int, now: float, value) -> float:
+def is_day_and_clock(day: str, clock: str) -> bool:
+    """Whether two words say a day and a time of it, as ``tomorrow`` ``8am``: a command line
+    typed without quotes splits ``--deadline tomorrow 8am`` in two."""
+    return day.lower() in _DAYS and _CLOCK.fullmatch(clock.lower()) is not None
+
+
+def _clock(text: str, value, required: bool = True) -> dt.time | None:
+    """``08:00``, ``8:00:30``, ``8am``, ``8:30 pm`` as a time of day; None (or, when
+    ``required``, an error) for anything else. A bare hour needs am or pm: ``8`` says too little."""
+    match = _CLOCK.fullmatch(text)
+    if match is None or (match["minute"] is None and match["half"] is None):
+        if required:
+            raise _bad_deadline(value)
+        return None
+    hour, minute, second = int(match["hour"]), int(match["minute"] or 0), int(match["second"] or 0)
+    if match["half"]:
+        if not 1 <= hour <= 12:
+            raise _bad_deadline(value)
+        hour = hour % 12 + (12 if match["half"] == "pm" else 0)
     if hour > 23 or minute > 59 or second > 59:
         raise _bad_deadline(value)
-    today = dt.datetime.fromtimestamp(now).astimezone()
-    when = today.replace(hour=hour, minute=minute, second=second, microsecond=0, tzinfo=None).astimezone()
-    if when.timestamp() <= now:
-        when = (when.replace(tzinfo=None) + dt.timedelta(days=1)).astimezone()
-    return when.timestamp()
+    return dt.time(hour, minute, second)
+
+
+def _next_clock_time(clock: dt.time, now: float) -> float:
+    when = _clock_time_on(0, clock, now)
+    return when if when > now else _clock_time_on(1, clock, now)
+
+
+def _clock_time_on(days_ahead: int, clock: dt.time, now: float) -> float:
+    """POSIX seconds of ``clock``, local wall time, ``days_ahead`` days after today."""
+    day = dt.datetime.fromtimestamp(now).date() + dt.timedelta(days=days_ahead)
+    return dt.datetime.combine(day, clock).timestamp()  # naive: local time, DST included
 
 
 def _bad_deadline(value) -> InvalidRequest:
     return InvalidRequest(
         f"deadline: cannot read {value!r}. Use an ISO 8601 time (2026-12-01T08:00), "
-        "a time from now (+6h), or a clock time (08:00, meaning the next 08:00 local time)."
+        "a time from now (+6h), a clock time (08:00 or 8am, meaning the next one, local time), "
+        "or a day and a clock time (today 18:00, tomorrow 8am)."
     )
 
 

@@ -76,7 +76,7 @@ def _cell_parser() -> argparse.ArgumentParser:
     parser.add_argument("--gpus", type=int, default=0)
     parser.add_argument("--max-runtime", type=arguments.duration, metavar="DUR")
     parser.add_argument("--expected-runtime", type=arguments.duration, metavar="DUR")
-    parser.add_argument("--deadline", metavar="WHEN", help="ISO 8601, +6h or 08:00")
+    parser.add_argument("--deadline", metavar="WHEN", help="ISO 8601, +6h, 08:00, 8am or tomorrow 8am")
     parser.add_argument("--after", action="append", metavar="JOB", help="start only once this job has succeeded")
     parser.add_argument("--name")
     parser.add_argument("--team")
@@ -140,7 +140,7 @@ class E31Magics(Magics):
     # --- %%e31 submit ---------------------------------------------------------------------
 
     def submit_cell(self, argv: list[str], source: str) -> dict:
-        args = _cell_parser().parse_args(argv)
+        args = _cell_parser().parse_args(arguments.read_argv(argv))
         names = self._names(source)
         imports, captured = self._inputs(names.reads, args.inputs)
         outputs = _names(args.outputs) if args.outputs else names.assigns
@@ -478,7 +478,7 @@ def _safe_name(name: str) -> str:
 def _cli_args(argv: list[str]) -> argparse.Namespace:
     """Parse with the e31 CLI's own parser, so the line magics take the CLI's options."""
     try:
-        args, extra = build_parser().parse_known_args(arguments.split_assignments(argv))
+        args, extra = build_parser().parse_known_args(arguments.read_argv(argv))
     except SystemExit:  # argparse printed the usage or the help
         raise _Done() from None
     if extra:

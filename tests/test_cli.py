@@ -9,6 +9,8 @@ import re
 import signal
 import subprocess
 import sys
+from datetime import date, datetime, timedelta
+from datetime import time as dt_time
 from urllib.parse import urlparse
 
 import nbformat
@@ -426,6 +428,10 @@ def test_delete_frees_an_ended_jobs_files_and_status_and_collect_say_so(e31, cli
 # -- update -----------------------------------------------------------------------------------
 
 
+def _local_8am_after(days: int) -> float:
+    return datetime.combine(date.today() + timedelta(days=days), dt_time(8)).timestamp()
+
+
 def test_update_changes_each_queued_job_it_can_and_names_the_one_it_cannot(e31, client, gated):
     running = wait_state(client, gated.submit(client, "running", gpus=2)["id"], "running")
     first = gated.submit(client, "first", gpus=1, deadline="+3h")
@@ -440,6 +446,9 @@ def test_update_changes_each_queued_job_it_can_and_names_the_one_it_cannot(e31, 
     assert [client.job(j["id"])["request"]["gpus"] for j in (first, second)] == [2, 2]
     code, out, _ = e31("update", first["id"], "--no-deadline", "--json")
     assert code == 0 and json.loads(out)["request"]["deadline"] is None
+    tomorrow_8am = [_local_8am_after(days) for days in (1, 2)]  # the second, should the test run across midnight
+    code, out, _ = e31("update", first["id"], "--deadline", "tomorrow", "8am", "--json")  # typed without quotes
+    assert code == 0 and ts(json.loads(out)["request"]["deadline"]) in tomorrow_8am
     assert_one_line_error(*e31("update", second["id"], "--after", "last"), "cannot run after itself")  # its newest
     code, out, _ = e31("update", second["id"], "--after", first["id"], "--after", running["id"])
     assert code == 0 and f"changed after none -> {first['id']}, {running['id']}; now queued (waiting for" in out

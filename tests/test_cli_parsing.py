@@ -7,13 +7,14 @@ from datetime import datetime, timedelta, timezone
 import pytest
 
 from e31_jupyter.cli import main
-from e31_jupyter.cli.arguments import parameter_value, split_assignments, submit_bodies, submit_body
+from e31_jupyter.cli.arguments import parameter_value, read_argv, split_assignments, submit_bodies, submit_body
 from e31_jupyter.cli.launch import launcher_argv
 from e31_jupyter.cli.listing import describe, format_jobs, format_table
 from e31_jupyter.cli.parser import build_parser
 from e31_jupyter.text import format_gpu_hours, format_moment, format_seconds, format_until
 from e31_jupyter.client import safe_destination
 from e31_jupyter.errors import InvalidRequest
+from e31_jupyter.magics import _cell_parser
 
 PARAMETER_TEXTS = ["3", "-2", "0.5", "1e-3", "nan", "True", "False", "None", "true", "none", "abc", "", "1_0"]
 
@@ -55,6 +56,27 @@ def test_a_parameter_is_given_as_name_and_value_or_as_name_equals_value():
     assert submit_body(args)["parameters"] == {"lr": 0.1, "tag": "a=b", "epochs": 3}
     assert split_assignments(["submit", "nb.ipynb", "-p"]) == ["submit", "nb.ipynb", "-p"]  # argparse says what lacks
     assert split_assignments(["-p", "not a name=1"]) == ["-p", "not a name=1"]
+
+
+@pytest.mark.parametrize("day", ["tomorrow", "today", "Tomorrow"])
+@pytest.mark.parametrize("clock", ["8am", "08:00", "8:30pm"])
+def test_a_deadline_of_a_day_and_a_clock_time_may_be_typed_without_quotes(day, clock):
+    argv = read_argv(["submit", "nb.ipynb", "--deadline", day, clock, "--gpus", "1"])
+    assert build_parser().parse_args(argv).deadline == f"{day} {clock}"
+    magic = _cell_parser().parse_args(read_argv(["--deadline", day, clock, "--gpus", "1"]))
+    assert magic.deadline == f"{day} {clock}" and magic.gpus == 1
+
+
+def test_only_a_clock_time_after_a_day_is_taken_into_the_deadline():
+    for argv in (
+        ["submit", "--deadline", "tomorrow", "nb.ipynb"],
+        ["submit", "nb.ipynb", "--name", "tomorrow", "8am"],
+        ["submit", "--deadline", "08:00", "8am"],
+    ):
+        assert read_argv(argv) == argv
+    assert read_argv(["submit", "-p", "when=tomorrow", "--deadline", "+6h"]) == [
+        "submit", "-p", "when", "tomorrow", "--deadline", "+6h"
+    ]  # fmt: skip
 
 
 def test_submit_body_of_a_bare_notebook_lets_the_server_choose_defaults():

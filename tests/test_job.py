@@ -128,12 +128,55 @@ def test_clock_deadline_is_local_wall_time_across_a_dst_change(berlin):
     assert parse_deadline("08:00", local(2030, 3, 30, 9, 0)) == local(2030, 3, 31, 8, 0)
 
 
-@pytest.mark.parametrize("value", ["25:00", "24:00", "08:60", "08:00:61", "tomorrow", "+soon", "", None, 8])
+@pytest.mark.parametrize(
+    "value, hour, minute",
+    [("8am", 8, 0), ("8 AM", 8, 0), ("8:30pm", 20, 30), ("8:30 pm", 20, 30), ("12am", 0, 0), ("12pm", 12, 0),
+     ("12:15am", 0, 15), ("11:59 PM", 23, 59)],
+)  # fmt: skip
+def test_clock_deadline_reads_am_and_pm(berlin, value, hour, minute):
+    now = local(2030, 1, 14, 23, 59)  # a minute before midnight: the next of each is on the 15th
+    assert parse_deadline(value, now) == local(2030, 1, 15, hour, minute)
+
+
+def test_a_passed_am_pm_time_is_tomorrows(berlin):
+    assert parse_deadline("8am", local(2030, 1, 15, 9, 0)) == local(2030, 1, 16, 8, 0)
+
+
+def test_tomorrow_is_the_next_day_even_when_the_time_is_still_ahead_today(berlin):
+    now = local(2030, 1, 15, 6, 0)
+    assert parse_deadline("08:00", now) == local(2030, 1, 15, 8, 0)
+    assert parse_deadline("tomorrow 08:00", now) == local(2030, 1, 16, 8, 0)
+    assert parse_deadline(" Tomorrow 8am ", now) == local(2030, 1, 16, 8, 0)
+    # across the end of a month and of a year
+    assert parse_deadline("tomorrow 8am", local(2030, 12, 31, 23, 0)) == local(2031, 1, 1, 8, 0)
+
+
+def test_today_is_today_even_when_the_time_has_passed(berlin):
+    now = local(2030, 1, 15, 12, 0)
+    assert parse_deadline("today 18:00", now) == local(2030, 1, 15, 18, 0)
+    assert parse_deadline("today 8am", now) == local(2030, 1, 15, 8, 0)  # the request refuses it as past
+
+
+def test_a_deadline_today_that_has_passed_is_refused_as_in_the_past(berlin):
+    message = refused(validate_request, {"deadline": "today 8am"}, LIMITS, local(2030, 1, 15, 12, 0))
+    assert "'today 8am'" in message and "in the past" in message
+
+
+def test_tomorrow_follows_local_wall_time_across_a_dst_change(berlin):
+    # seen from 19:00 the evening before the clocks go forward, tomorrow 08:00 is 12 hours away, not 13
+    assert parse_deadline("tomorrow 08:00", local(2030, 3, 30, 19, 0)) - local(2030, 3, 30, 19, 0) == 12 * 3600
+
+
+@pytest.mark.parametrize(
+    "value",
+    ["25:00", "24:00", "08:60", "08:00:61", "tomorrow", "today", "8", "13pm", "0am", "12:60pm", "8 a.m.",
+     "tomorrow 25:00", "tomorrow +6h", "yesterday 8am", "tomorrowmorning", "+soon", "", None, 8],
+)  # fmt: skip
 def test_bad_deadlines_are_refused_with_examples(value):
     message = refused(parse_deadline, value, NOW)
     assert "deadline" in message
     if value != "+soon":  # that one is a bad duration, and shows duration examples
-        assert all(example in message for example in ("+6h", "08:00", "ISO 8601"))
+        assert all(example in message for example in ("+6h", "08:00", "8am", "tomorrow 8am", "ISO 8601"))
 
 
 # -- the request ------------------------------------------------------------------------------

@@ -11,14 +11,14 @@ import sys
 
 from ..client import E31Client
 from ..errors import E31Error
-from .arguments import split_assignments
+from .arguments import read_argv
 from .launch import LAUNCHERS, launch
 from .parser import build_parser
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
-    args, extra = parser.parse_known_args(split_assignments(sys.argv[1:] if argv is None else argv))
+    args, extra = parser.parse_known_args(read_argv(sys.argv[1:] if argv is None else argv))
     if args.command in LAUNCHERS:
         return launch(args.command, extra)
     if extra:

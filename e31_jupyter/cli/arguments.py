@@ -9,6 +9,7 @@ from pathlib import Path
 
 from .. import sweep
 from ..errors import InvalidRequest
+from ..job import is_day_and_clock
 
 JOB_HELP = "a job's id, or enough of it to be unique (its part after the dash will do), or `last`: your newest job"
 
@@ -24,6 +25,22 @@ def parameter_value(text: str):
         except ValueError:
             pass
     return text
+
+
+def read_argv(argv: list[str]) -> list[str]:
+    """A command line as the parsers take it: ``-p lr=0.5`` split (``split_assignments``) and
+    ``--deadline tomorrow 8am`` typed without quotes made one value again."""
+    return join_deadline_words(split_assignments(argv))
+
+
+def join_deadline_words(argv: list[str]) -> list[str]:
+    joined: list[str] = []
+    for token in argv:
+        if len(joined) >= 2 and joined[-2] == "--deadline" and is_day_and_clock(joined[-1], token):
+            joined[-1] += " " + token
+        else:
+            joined.append(token)
+    return joined
 
 
 def split_assignments(argv: list[str]) -> list[str]:
@@ -102,7 +119,7 @@ def request_options(parser: argparse.ArgumentParser, defaults: str = "") -> None
         "--max-runtime", type=duration, metavar="DUR", help=f"stop it after this: 90m, 6h, 1d or seconds{default()}"
     )
     parser.add_argument("--expected-runtime", type=duration, metavar="DUR", help=f"how long it should take{default()}")
-    parser.add_argument("--deadline", metavar="WHEN", help="finish by: ISO 8601, +6h or 08:00")
+    parser.add_argument("--deadline", metavar="WHEN", help="finish by: ISO 8601, +6h, 08:00, 8am or tomorrow 8am")
     parser.add_argument(
         "--after", action="append", metavar="JOB",
         help="start only once this job has succeeded (repeatable: all of them); `last` is your newest job",
@@ -149,7 +166,8 @@ def update_options(parser: argparse.ArgumentParser) -> None:
     )
     deadline = parser.add_mutually_exclusive_group()
     deadline.add_argument(
-        "--deadline", metavar="WHEN", default=argparse.SUPPRESS, help="finish by: ISO 8601, +6h or 08:00"
+        "--deadline", metavar="WHEN", default=argparse.SUPPRESS,
+        help="finish by: ISO 8601, +6h, 08:00, 8am or tomorrow 8am",
     )
     deadline.add_argument(
         "--no-deadline", dest="deadline", action="store_const", const=None, default=argparse.SUPPRESS,
