@@ -28,7 +28,7 @@ def points(grid: Sequence[Sequence[str]], fixed: dict, typed: Callable[[str], An
         if name in seen:
             raise InvalidRequest(f"--sweep {name} is given twice; give all its values in one --sweep.")
         if name in fixed:
-            raise InvalidRequest(f"{name} is both swept (--sweep) and set (-p); keep one.")
+            raise InvalidRequest(f"{name} is both swept (--sweep) and set (-p, -r, -y or -f); keep one.")
         seen.add(name)
     count = 1
     for _, *values in grid:

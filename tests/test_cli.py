@@ -88,6 +88,36 @@ def test_submit_wait_prints_succeeded_and_exits_zero(e31, client):
     assert job["work"]["parameters"] == {"epochs": 3} and job["request"]["gpus"] == 1
 
 
+def test_lists_mappings_and_untyped_text_reach_the_notebook_by_yaml_file_and_raw_parameters(e31, client, tmp_path):
+    notebook = write_notebook(
+        tmp_path / "shapes.ipynb",
+        "import json, pathlib\n"
+        "pathlib.Path('seen.json').write_text(json.dumps({'layers': layers, 'optim': optim, 'tag': tag, 'lr': lr}))",
+        parameters="layers = [8]\noptim = {}\ntag = ''\nlr = 0.5",
+    )
+    (tmp_path / "base.yaml").write_text("optim:\n  name: adam\n  betas: [0.9, 0.99]\nlr: 0.1\n")
+    code, out, err = e31(
+        "submit", notebook, "-f", tmp_path / "base.yaml", "-y", "{layers: [64, 128], lr: 0.2}", "-p", "lr", "0.3",
+        "-r", "tag", "001", "--wait",
+    )  # fmt: skip
+    assert code == 0, out + err
+    job = client.job(submitted_id(err))
+    expected = {"layers": [64, 128], "optim": {"name": "adam", "betas": [0.9, 0.99]}, "tag": "001", "lr": 0.3}
+    assert job["work"]["parameters"] == expected
+    dest = tmp_path / "out"
+    assert e31("collect", job["id"], "--to", dest)[0] == 0
+    assert json.loads((dest / "files" / "seen.json").read_text()) == expected
+
+
+def test_parameters_that_cannot_be_read_are_refused_before_anything_is_submitted(e31, client, tmp_path):
+    before = len(client.jobs())
+    assert_one_line_error(*e31("submit", TRAIN, "-y", "[1, 2]"), "-y: it holds a list", "-y '{layers: [64, 128]")
+    assert_one_line_error(*e31("submit", TRAIN, "-y", "{epochs: 3"), "-y: cannot read it as YAML")
+    assert_one_line_error(*e31("submit", TRAIN, "-y", "start: 2024-01-01"), "'start'", "is a date", "Quote it")
+    assert_one_line_error(*e31("submit", TRAIN, "-f", tmp_path / "none.yaml"), "none.yaml", "cannot read")
+    assert len(client.jobs()) == before
+
+
 def test_submit_wait_of_a_failing_notebook_exits_non_zero(e31, tmp_path):
     bad = write_notebook(tmp_path / "bad.ipynb", "raise ValueError('no convergence')")
     code, out, err = e31("submit", bad, "--wait")

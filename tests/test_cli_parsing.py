@@ -79,6 +79,14 @@ def test_only_a_clock_time_after_a_day_is_taken_into_the_deadline():
     ]  # fmt: skip
 
 
+def test_parameters_from_a_json_file_and_yaml_mix_with_p_and_r_a_later_kind_winning(tmp_path):
+    (tmp_path / "p.json").write_text('{"a": 1, "b": [1, 2], "c": {"d": null}}')
+    (tmp_path / "empty.yaml").write_text("# nothing set\n")
+    argv = ["submit", "nb.ipynb", "-r", "a", "7", "-p", "a", "5", "-y", "a: 3\nb: []", "-f", str(tmp_path / "p.json"),
+            "-f", str(tmp_path / "empty.yaml")]  # fmt: skip
+    assert submit_body(build_parser().parse_args(argv))["parameters"] == {"a": "7", "b": [], "c": {"d": None}}
+
+
 def test_submit_body_of_a_bare_notebook_lets_the_server_choose_defaults():
     args = build_parser().parse_args(["submit", "/nb/train.ipynb"])
     assert submit_body(args) == {"path": "/nb/train.ipynb"}

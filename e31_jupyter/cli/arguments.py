@@ -4,8 +4,11 @@ typed values, the submit body, the option groups."""
 from __future__ import annotations
 
 import argparse
+import json
 import os
 from pathlib import Path
+
+import yaml
 
 from .. import sweep
 from ..errors import InvalidRequest
@@ -97,9 +100,53 @@ def request_changes(args: argparse.Namespace) -> dict:
         "reports": args.reports,
         "after": args.after,
     }
-    if args.parameters:
-        given["parameters"] = {name: parameter_value(value) for name, value in args.parameters}
+    parameters = given_parameters(args)
+    if parameters:
+        given["parameters"] = parameters
     return {key: value for key, value in given.items() if value is not None}
+
+
+def given_parameters(args: argparse.Namespace) -> dict:
+    """Parameters in papermill's order, a later one winning: -f files, -y YAML, -p typed, -r raw."""
+    parameters: dict = {}
+    for path in args.parameters_files or []:
+        parameters.update(_parameters_file(path))
+    for text in args.parameters_yaml or []:
+        parameters.update(_yaml_parameters(text, "-y"))
+    parameters.update({name: parameter_value(value) for name, value in args.parameters or []})
+    parameters.update(dict(args.parameters_raw or []))
+    return parameters
+
+
+def _parameters_file(path: str) -> dict:
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as error:
+        raise InvalidRequest(f"-f {path}: cannot read the parameters file ({error.strerror or error}).") from None
+    return _yaml_parameters(text, f"-f {path}")
+
+
+def _yaml_parameters(text: str, given_as: str) -> dict:
+    """A YAML (or JSON) mapping of parameter names to values that a job's parameters can carry."""
+    example = "Give a mapping of names to values, e.g. -y '{layers: [64, 128], opt: adam}'."
+    try:
+        parameters = yaml.safe_load(text)
+    except yaml.YAMLError as error:
+        problem = str(getattr(error, "problem", None) or error).splitlines()[0]
+        raise InvalidRequest(f"{given_as}: cannot read it as YAML ({problem}). {example}") from None
+    if parameters is None:
+        return {}
+    if not isinstance(parameters, dict):
+        raise InvalidRequest(f"{given_as}: it holds a {type(parameters).__name__}, not names and values. {example}")
+    for name, value in parameters.items():
+        try:
+            json.dumps(value, allow_nan=True)
+        except (TypeError, ValueError):
+            raise InvalidRequest(
+                f"{given_as}: the value of {name!r} ({value!r}) is a {type(value).__name__}, which a job's parameters "
+                "cannot carry: numbers, text, true/false, null, lists and mappings of them can. Quote it to pass text."
+            ) from None
+    return parameters
 
 
 def request_options(parser: argparse.ArgumentParser, defaults: str = "") -> None:
@@ -113,6 +160,18 @@ def request_options(parser: argparse.ArgumentParser, defaults: str = "") -> None
         "-p", "--parameters", nargs=2, action="append", metavar=("NAME", "VALUE"),
         help="a papermill parameter (-p lr 0.1, or -p lr=0.1); VALUE typed as papermill does "
         "(int, float, True/False/None, str)",
+    )
+    parser.add_argument(
+        "-r", "--parameters-raw", nargs=2, action="append", metavar=("NAME", "VALUE"),
+        help="a parameter whose VALUE is passed as text, untyped (-r tag 001)",
+    )
+    parser.add_argument(
+        "-y", "--parameters-yaml", action="append", metavar="YAML",
+        help="parameters as YAML, for lists and mappings: -y '{layers: [64, 128]}'",
+    )
+    parser.add_argument(
+        "-f", "--parameters-file", dest="parameters_files", action="append", metavar="FILE",
+        help="parameters from a YAML or JSON file; -f, -y, -p, -r may be mixed, a later kind winning, as in papermill",
     )
     parser.add_argument("--gpus", type=int, help=f"GPUs to hold{default('0')}")
     parser.add_argument(
