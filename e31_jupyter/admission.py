@@ -166,6 +166,7 @@ class Admission:
         return Limits(
             self._settings.inventory, self._settings.default_max_runtime_s, list(kernels),
             container=getattr(self._backend, "container_limits", None),
+            max_gpus_per_user=self._settings.max_gpus_per_user,
         )  # fmt: skip
 
     def _valid_after(self, caller: Caller, value, changing: str | None = None) -> list[str]:

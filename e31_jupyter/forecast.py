@@ -80,7 +80,8 @@ def run_forward(
         for job in queue:
             if job.id in decision.start:
                 seen.starts[job.id] = now
-                held = Running(job.id, job.gpus, now, job.max_runtime, decision.placement[job.id], job.estimate, job.team)
+                where = decision.placement[job.id]
+                held = Running(job.id, job.gpus, now, job.max_runtime, where, job.estimate, job.team, job.owner)
                 cluster.hold(held.machines, job.gpus)
                 running[job.id] = held
                 hold = _expected_hold(job, moment)

@@ -31,7 +31,7 @@ def pending(job) -> policy.Pending:
     )  # fmt: skip
     return policy.Pending(
         job["id"], request.gpus, job["submitted_at"], request.max_runtime_s,
-        request.runtime_estimate(), request.deadline, team(job),
+        request.runtime_estimate(), request.deadline, team(job), job["owner"],
     )  # fmt: skip
 
 
@@ -61,7 +61,8 @@ class PendingJobs:
 def running(job: dict) -> policy.Running:
     waited = pending(job)
     return policy.Running(
-        job["id"], len(job["granted"]), job["started_at"], waited.max_runtime, (0,), waited.estimate, waited.team
+        job["id"], len(job["granted"]), job["started_at"], waited.max_runtime, (0,), waited.estimate, waited.team,
+        waited.owner,
     )
 
 
@@ -74,9 +75,12 @@ class History:
     """Fair-share usage of ended jobs, run times of jobs that succeeded, and short jobs' demand,
     each brought up to date from the store when asked."""
 
-    def __init__(self, store: Store, machine_gpus: int, long_share: float | None = None):
+    def __init__(
+        self, store: Store, machine_gpus: int, long_share: float | None = None, max_gpus_per_owner: int | None = None
+    ):
         self.store = store
         self.long_share = long_share
+        self.max_gpus_per_owner = max_gpus_per_owner
         self.usage: Usage | None = None  # made at the first read
         self.runtimes = RuntimeModel()
         self.demand = ShortDemand(machine_gpus=machine_gpus)
@@ -98,6 +102,7 @@ class History:
             self.runtimes,
             self.demand,
             self.long_share,
+            self.max_gpus_per_owner,
         )
 
     def _usage_at(self, now: float, running_jobs: list[dict]) -> dict[str, float]:

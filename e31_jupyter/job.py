@@ -242,6 +242,7 @@ class Limits:
     default_max_runtime_s: float
     kernels: list[str]
     container: ContainerLimits | None = None  # None: jobs run as processes, not in containers
+    max_gpus_per_user: int | None = None  # the most GPUs one user's jobs may hold at once; None: no cap
 
 
 def validate_request(body: dict, limits: Limits, now: float) -> tuple[Request, list[str]]:
@@ -252,6 +253,11 @@ def validate_request(body: dict, limits: Limits, now: float) -> tuple[Request, l
             f"Unknown field(s): {', '.join(unknown)}. Allowed: {', '.join(sorted(_SUBMIT_FIELDS))}."
         )
     gpus = _validate_gpus(body.get("gpus", 0), limits.inventory)
+    if limits.max_gpus_per_user is not None and gpus > limits.max_gpus_per_user:
+        raise InvalidRequest(
+            f"gpus: asked for {gpus}, but one user's jobs may hold at most {limits.max_gpus_per_user} GPU(s) at once "
+            f"on this queue (c.E31.max_gpus_per_user). Ask for at most {limits.max_gpus_per_user}."
+        )
     resources = _validate_container_resources(body, limits.container)
     warnings: list[str] = []
     given = body.get("max_runtime") not in (None, "")

@@ -8,7 +8,8 @@ A ``Policy`` is a ``priority(job, snapshot)`` key that puts the queue in the ord
 serves it, and a ``walk(ordered, snapshot)`` that goes down that order deciding. The live queue
 (``line.py``) and the simulator both keep their queue sorted, new jobs put in their place, and
 sort it afresh only when the policy's priorities can have moved (``refresh_s``), as Slurm does
-every PriorityCalcPeriod.
+every PriorityCalcPeriod. Whatever the policy, the walk keeps one owner's jobs to at most
+``Snapshot.max_gpus_per_owner`` GPUs at once (``OwnerCap``), when the queue sets a cap.
 
 - ``fifo``: first come, first served, strictly: the first job that does not fit blocks the rest.
 - ``sjf``: smallest declared GPU-time first; every job that fits starts (no reservation).
@@ -48,6 +49,7 @@ class Pending:
     estimate: float  # expected hold time (expected_runtime, else a declared max_runtime, else 0)
     deadline: float | None = None
     team: str = ""  # who is charged for fair-share: the job's team, else its owner
+    owner: str = ""  # who submitted it: Snapshot.max_gpus_per_owner counts by it
 
 
 @dataclass(frozen=True)
@@ -59,6 +61,7 @@ class Running:
     machines: tuple[int, ...] = (0,)  # where it runs (Cluster.place)
     estimate: float = 0.0  # what it was expected to hold its GPUs for, as Pending.estimate (0: nothing declared)
     team: str = ""
+    owner: str = ""
 
     @property
     def ends_by(self) -> float:
@@ -85,6 +88,7 @@ class Snapshot:
     runtimes: RuntimeModel = field(default_factory=RuntimeModel)
     demand: ShortDemand | None = None  # short jobs' recent demand; None: e31's lane stays E31_LANE
     long_share: float | None = None  # e31: most of the GPUs long jobs may hold while they can wait; None: E31_LONG_SHARE
+    max_gpus_per_owner: int | None = None  # most GPUs one owner's jobs may hold at once, any policy; None: no cap
     # What a policy works out per team (per_team), once per snapshot: a pass asks for every queued job.
     _per_team: dict[tuple[Callable, str], float] = field(default_factory=dict, init=False, repr=False, compare=False)
     # Each job's median expected run time, likewise: e31 asks for it up to three times a pass.
@@ -184,11 +188,16 @@ def walk(
     giving the reason (no reservation is made for it). Every job that waits though there are
     GPUs for it gets the reason in ``Decision.held_back``: the policy's, or the reservation's.
     ``started`` is told of each job that starts, once it has its GPUs.
+
+    With ``Snapshot.max_gpus_per_owner``, a job whose owner's jobs already hold so many GPUs that
+    it would take them past the cap waits, whatever the policy, and makes no reservation: the
+    GPUs it waits for are its owner's. One that asks for more than the cap expires.
     """
     decision = Decision()
     now, cluster = snap.now, snap.cluster.copy()
     holders = list(snap.running)
     can_ever_fit = cache(cluster.can_ever_fit)  # asked of every job; a queue has few sizes
+    cap = OwnerCap(snap) if snap.max_gpus_per_owner is not None else None
     reserved: Reservation | None = None
     # The fewest GPUs that found no place since the last start, anywhere [0] and beside the
     # reservation [1]: a job asking as many or more finds none either, so a long queue is
@@ -198,10 +207,17 @@ def walk(
         if not can_ever_fit(job.gpus):
             decision.expire.append((job.id, f"asks for {job.gpus} GPUs but the queue now has only {cluster.gpus}"))
             continue
+        if cap is not None and job.gpus > cap.limit:
+            decision.expire.append((job.id, cap.too_big(job)))
+            continue
+        capped = cap.over(job) if cap is not None else ""
         reason = hopeless(job) if drop_first else ""
         beside = reserved is not None and now + job.max_runtime > reserved.shadow
         machines = None
-        if not reason and job.gpus < no_room[beside]:
+        if not reason and capped:
+            if cluster.fits(job.gpus):
+                decision.held_back[job.id] = capped
+        elif not reason and job.gpus < no_room[beside]:
             if not cluster.fits(job.gpus):
                 no_room = [min(no_room[0], job.gpus), min(no_room[1], job.gpus)]
             elif held_back is not None and (why := held_back(job, cluster)):
@@ -218,6 +234,8 @@ def walk(
             decision.placement[job.id] = machines
             holders.append(Running(job.id, job.gpus, now, job.max_runtime, machines))
             no_room = [math.inf, math.inf]
+            if cap is not None:
+                cap.took(job)
             if started is not None:
                 started(job)
             continue
@@ -225,12 +243,39 @@ def walk(
         if reason:
             decision.expire.append((job.id, reason))
             decision.held_back.pop(job.id, None)
-        elif reserved is None and not cluster.fits(job.gpus):
+        elif reserved is None and not capped and not cluster.fits(job.gpus):
             if backfill == "stop":
                 break
             if backfill == "easy":
                 reserved = reserve(job, holders, cluster, now)
     return decision
+
+
+class OwnerCap:
+    """The GPUs each owner's jobs hold during a pass, against the most they may
+    (``Snapshot.max_gpus_per_owner``)."""
+
+    def __init__(self, snap: Snapshot):
+        self.limit = snap.max_gpus_per_owner
+        self.held: dict[str, int] = {}
+        for job in snap.running:
+            self.held[job.owner] = self.held.get(job.owner, 0) + job.gpus
+
+    def over(self, job: Pending) -> str:
+        """Why ``job`` may not start now for its owner's GPUs; "" when it may."""
+        held = self.held.get(job.owner, 0)
+        if held + job.gpus <= self.limit:
+            return ""
+        return (
+            f"{job.owner or 'its owner'}'s jobs already hold {held} GPU(s), and one user's jobs may hold at most "
+            f"{self.limit} at once; it starts when enough of them have ended"
+        )
+
+    def too_big(self, job: Pending) -> str:
+        return f"asks for {job.gpus} GPUs but one user's jobs may now hold at most {self.limit} at once"
+
+    def took(self, job: Pending) -> None:
+        self.held[job.owner] = self.held.get(job.owner, 0) + job.gpus
 
 
 def _place(job: Pending, cluster: Cluster, beside: Reservation | None) -> tuple[int, ...] | None:

@@ -100,7 +100,8 @@ class Queue:
         # Queued jobs out of the line, waiting for others: where they stand, and the job.
         self._held: dict[str, tuple[Standing, policy.Pending]] = {}
         self.history = History(  # inventory None: a cluster's
-            self.store, machine_gpus=len(settings.inventory or ()), long_share=settings.long_jobs_share
+            self.store, machine_gpus=len(settings.inventory or ()), long_share=settings.long_jobs_share,
+            max_gpus_per_owner=settings.max_gpus_per_user,
         )
         self._ticker: asyncio.Task | None = None
         self._loop: asyncio.AbstractEventLoop | None = None

@@ -17,6 +17,7 @@ class Settings:
     policy: str = "e31"
     long_jobs_share: float | None = None  # e31's share of the GPUs for long jobs; None: the policy's own
     max_queued_per_user: int = 1000
+    max_gpus_per_user: int | None = None  # the most GPUs one user's jobs may hold at once; None: no cap
     max_input_bytes: int = 50 << 30
     max_output_bytes: int = 50 << 30
     delete_files_after_s: float | None = None  # an ended job's files are deleted this long after; None: kept

@@ -98,6 +98,7 @@ def test_an_unwritable_data_directory_is_a_clear_start_up_error(tmp_path):
         ("--E31.default_max_runtime=abc", "c.E31.default_max_runtime: cannot read 'abc' as a duration"),
         ("--E31.delete_files_after=soon", "c.E31.delete_files_after: cannot read 'soon' as a duration"),
         ("--E31.gpu_hour_rate=-1", "c.E31.gpu_hour_rate must be 0 or more."),
+        ("--E31.max_gpus_per_user=-1", "c.E31.max_gpus_per_user is -1: give the most GPUs one user's jobs may hold"),
     ],
 )
 def test_a_bad_setting_is_a_clear_start_up_error(tmp_path, setting, message):

@@ -134,6 +134,53 @@ def test_backfill_never_delays_the_first_job_that_waits(name):
     assert checked > 100
 
 
+# -- one user's cap ----------------------------------------------------------------------------------
+
+
+def _owned(id, owner, gpus=1, submitted=0.0, max_runtime=100.0) -> Pending:
+    return Pending(id, gpus, submitted, max_runtime, max_runtime, None, owner, owner)
+
+
+def _capped(free, running=(), cap=2) -> Snapshot:
+    return replace(snapshot(free, running), max_gpus_per_owner=cap)
+
+
+@pytest.mark.parametrize("name", list(POLICIES))
+def test_a_users_jobs_hold_at_most_the_cap_and_the_rest_go_to_others(name):
+    jobs = [_owned("ann1", "ann", submitted=1), _owned("ann2", "ann", submitted=2), _owned("ann3", "ann", submitted=3),
+            _owned("bob1", "bob", submitted=4)]  # fmt: skip
+    running = [Running("r", 1, NOW - 5, 100.0, (0,), owner="ann")]
+    decision = decide(name, jobs, _capped([8], running))
+    assert sorted(decision.start) == ["ann1", "bob1"]  # ann held 1: one more, counted within the pass
+    why = decision.held_back["ann2"]
+    assert "ann's jobs already hold 2 GPU(s)" in why and "at most 2 at once" in why
+    assert "ann3" in decision.held_back and decision.expire == []
+
+
+@pytest.mark.parametrize("name", list(POLICIES))
+def test_without_a_cap_the_same_jobs_all_start(name):
+    jobs = [_owned("ann1", "ann"), _owned("ann2", "ann"), _owned("ann3", "ann"), _owned("bob1", "bob")]
+    assert len(decide(name, jobs, snapshot([8], [Running("r", 1, NOW - 5, 100.0, (0,), owner="ann")])).start) == 4
+
+
+@pytest.mark.parametrize("name", ["edf", "backfill", "e31"])
+def test_a_capped_job_makes_no_reservation_that_would_keep_others_waiting(name):
+    # 2 GPUs free of 8; ann's 6-GPU job does not fit, and would take her past her cap anyway: it
+    # must not reserve the GPUs (all the free ones, once her running job ends) and keep bob's
+    # long job from them.
+    running = [Running("ann-r", 4, NOW - 5, 50.0, (0,), owner="ann"), Running("x", 2, NOW - 5, 60.0, (0,), owner="x")]
+    jobs = [_owned("ann-big", "ann", gpus=6, submitted=1), _owned("bob-long", "bob", 2, submitted=2, max_runtime=1e4)]
+    decision = decide(name, jobs, _capped([2], running, cap=8))
+    assert decision.start == ["bob-long"] and decision.expire == []
+    assert "ann-big" not in decision.held_back  # no GPUs are free for it anyway: it is not said to be held back
+
+
+def test_a_job_asking_for_more_than_the_cap_expires_saying_so():
+    decision = decide("e31", [_owned("huge", "ann", gpus=3), _owned("ok", "ann", gpus=2)], _capped([8]))
+    assert decision.start == ["ok"]
+    assert decision.expire == [("huge", "asks for 3 GPUs but one user's jobs may now hold at most 2 at once")]
+
+
 # -- starvation ----------------------------------------------------------------------------------
 
 

@@ -329,6 +329,14 @@ def test_one_shared_folder_serves_one_data_directory(start_slurm_server, tmp_pat
     assert "holds the jobs of the data directory" in log and str(tmp_path / "one") in log
 
 
+def test_a_cap_on_each_users_gpus_is_left_to_slurm_and_said_so_at_start_up(start_slurm_server, tmp_path):
+    with pytest.raises(RuntimeError, match="exited early"):
+        start_slurm_server("--E31.max_gpus_per_user=1")
+    log = "\n".join(p.read_text() for p in tmp_path.glob("server-*.log"))
+    assert "c.E31.max_gpus_per_user is for queues e31 schedules" in log and "MaxTRESPerUser=gres/gpu=N" in log
+    assert "Traceback" not in log
+
+
 def test_timeout_fails_the_job_as_slurm_stops_it(timeout_job, slurm):
     """Last on purpose: its job was submitted before the first test (Slurm counts minutes)."""
     server, client, job = timeout_job

@@ -31,12 +31,36 @@ c.E31.admin_users = ["boss"]
 '''
 
 
-@pytest.fixture
-def users(start_server, tmp_path):
+def _start_users(start_server, tmp_path, *extra_args: str, **kwargs):
     config = tmp_path / "users_config.py"
     config.write_text(IDENTITIES)
-    server = start_server(token="boss-token", extra_args=[f"--config={config}"])
+    server = start_server(token="boss-token", extra_args=[f"--config={config}", *extra_args], **kwargs)
     return {name: E31Client(server.url, f"{name}-token") for name in ("alice", "bob", "boss")}, server
+
+
+@pytest.fixture
+def users(start_server, tmp_path):
+    return _start_users(start_server, tmp_path)
+
+
+def test_a_users_gpus_are_capped_and_the_free_ones_go_to_others_behind_in_line(start_server, tmp_path, gated):
+    clients, _ = _start_users(start_server, tmp_path, "--E31.max_gpus_per_user=2", gpus=["0", "1", "2"])
+    alice, bob = clients["alice"], clients["bob"]
+    for name in ("a1", "a2"):
+        wait_state(alice, gated.submit(alice, name, gpus=1)["id"], "running")
+    third = gated.submit(alice, "a3", gpus=1)  # first in line, but alice is at her cap
+    bobs = wait_state(bob, gated.submit(bob, "b1", gpus=1)["id"], "running")
+    assert bobs["gpus"] == ["2"]
+    held = alice.job(third["id"])
+    assert held["state"] == "queued" and held["queue_position"] == 1
+    assert held["held_back"].startswith("alice's jobs already hold 2 GPU(s), and one user's jobs may hold at most 2")
+    gated.open("b1")  # a GPU frees, and still not for alice
+    assert wait_state(bob, bobs["id"], "succeeded", "failed")["state"] == "succeeded"
+    assert alice.job(third["id"])["state"] == "queued" and bob.gpus()["free"] == 1
+    gated.open("a1")
+    assert wait_state(alice, third["id"], "running")["state"] == "running"
+    for name in ("a2", "a3"):
+        gated.open(name)
 
 
 def test_users_see_only_their_own_jobs(users, gated):

@@ -148,6 +148,14 @@ class E31(Configurable):
         1000, help="The most jobs one user may have waiting in the queue at once."
     ).tag(config=True)
 
+    max_gpus_per_user = Int(
+        0,
+        help="The most GPUs one user's jobs may hold at once (as Slurm's MaxTRESPerUser): a job "
+        "that would take its owner past it waits, whatever the policy, while others' jobs use "
+        "the GPUs; one asking for more is refused. 0: no limit. Local and docker backends; with "
+        "Slurm, set the limit in Slurm.",
+    ).tag(config=True)
+
     max_input_bytes = Int(
         50 << 30, help="The most data (files, folders, captured values) one job may bring in."
     ).tag(config=True)
@@ -244,6 +252,15 @@ class E31(Configurable):
             raise ValueError(
                 f"c.E31.long_jobs_share is {proposal['value']:g}, but it is a share of the GPUs, from 0 to 1 "
                 f"(1: no limit on long jobs). Set it between them, e.g. --E31.long_jobs_share={E31_LONG_SHARE:g}."
+            )
+        return proposal["value"]
+
+    @validate("max_gpus_per_user")
+    def _check_gpus_per_user(self, proposal):
+        if proposal["value"] < 0:
+            raise ValueError(
+                f"c.E31.max_gpus_per_user is {proposal['value']}: give the most GPUs one user's jobs may hold "
+                "at once, or 0 for no limit."
             )
         return proposal["value"]
 

@@ -39,6 +39,7 @@ class E31Extension(ExtensionApp):
             policy=config.policy,
             long_jobs_share=config.long_jobs_share,
             max_queued_per_user=config.max_queued_per_user,
+            max_gpus_per_user=config.max_gpus_per_user or None,
             max_input_bytes=config.max_input_bytes,
             max_output_bytes=config.max_output_bytes,
             delete_files_after_s=(
@@ -48,6 +49,12 @@ class E31Extension(ExtensionApp):
         try:
             backend = backends.create(config.backend, **config.backend_settings())
             if getattr(backend, "schedules", False):  # Slurm: the cluster decides what runs
+                if settings.max_gpus_per_user is not None:
+                    raise E31Error(
+                        "c.E31.max_gpus_per_user is for queues e31 schedules (backends local and docker); with "
+                        "Slurm the cluster decides what runs. Set the limit in Slurm (MaxTRESPerUser=gres/gpu=N "
+                        "on the QOS jobs run in, c.E31.slurm_qos) and remove c.E31.max_gpus_per_user."
+                    )
                 settings.inventory = None
                 self.e31_queue = ClusterQueue(Path(config.data_dir), backend, settings)
             else:
