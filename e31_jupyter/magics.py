@@ -293,8 +293,8 @@ class E31Magics(Magics):
         if len(bodies) > 1:
             return self._sweep(bodies, args)
         if args.check:
-            return self.show_check(self.client.check(**bodies[0]))
-        return self._follow(self.client.submit(**bodies[0]), args.wait)
+            return self.show_check(arguments.as_typed_here(self.client.check(**bodies[0]), bodies[0]["path"]))
+        return self._follow(arguments.as_typed_here(self.client.submit(**bodies[0]), bodies[0]["path"]), args.wait)
 
     def _sweep(self, bodies: list[dict], args) -> list[dict] | None:
         """A line per job of the sweep, and the jobs widget to follow them."""

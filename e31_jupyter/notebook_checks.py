@@ -10,6 +10,7 @@ from __future__ import annotations
 import ast
 import builtins
 import difflib
+import shlex
 import subprocess
 import sys
 import tempfile
@@ -212,7 +213,7 @@ def left_behind_warnings(sources: list[str], folder: Path, parameters: dict, dat
     if not missing:
         return []
     shown = ", ".join(repr(name) for name in missing[:5]) + (f" and {len(missing) - 5} more" if len(missing) > 5 else "")
-    flags = " ".join(f"--data {top}" for top in dict.fromkeys(Path(name).parts[0] for name in missing))
+    flags = " ".join(f"--data {shlex.quote(top)}" for top in dict.fromkeys(Path(name).parts[0] for name in missing))
     return [
         f"The job will not have {shown}, next to the notebook and named by it: give "
         f"{'it' if len(missing) == 1 else 'them'} as data ({flags}) if the notebook reads "
@@ -235,7 +236,7 @@ def module_warnings(sources: list[str], folder: Path, data: list[Path], modules:
         return []
     one = len(missing) == 1
     files = ", ".join(missing.values())
-    flags = " ".join(f"--data {where.rstrip('/')}" for where in missing.values())
+    flags = " ".join(f"--data {shlex.quote(where.rstrip('/'))}" for where in missing.values())
     return [
         f"The job will not have the module{'' if one else 's'} {', '.join(missing)} ({files}, next to the "
         f"notebook), which the code uses: give {'it' if one else 'them'} as data ({flags}), and the job "

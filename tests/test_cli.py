@@ -118,6 +118,18 @@ def test_parameters_that_cannot_be_read_are_refused_before_anything_is_submitted
     assert len(client.jobs()) == before
 
 
+def test_the_data_a_warning_suggests_works_as_typed_from_another_folder(e31, client, tmp_path, monkeypatch):
+    (tmp_path / "exp").mkdir()
+    (tmp_path / "exp" / "rows.csv").write_text("a\nb\n")
+    write_notebook(tmp_path / "exp" / "count.ipynb", "print(len(open('rows.csv').readlines()), 'rows')")
+    monkeypatch.chdir(tmp_path)
+    code, out, err = e31("submit", "exp/count.ipynb", "--check")
+    assert code == 0 and "give it as data (--data exp/rows.csv)" in err
+    code, out, err = e31("submit", "exp/count.ipynb", "--data", "exp/rows.csv", "--wait")  # as it says
+    assert code == 0 and "warning" not in err, err
+    assert "2 rows" in client.log_tail(submitted_id(err))
+
+
 def test_submit_wait_of_a_failing_notebook_exits_non_zero(e31, tmp_path):
     bad = write_notebook(tmp_path / "bad.ipynb", "raise ValueError('no convergence')")
     code, out, err = e31("submit", bad, "--wait")

@@ -7,7 +7,9 @@ from datetime import datetime, timedelta, timezone
 import pytest
 
 from e31_jupyter.cli import main
-from e31_jupyter.cli.arguments import parameter_value, read_argv, split_assignments, submit_bodies, submit_body
+from e31_jupyter.cli.arguments import (
+    as_typed_here, parameter_value, read_argv, split_assignments, submit_bodies, submit_body,
+)
 from e31_jupyter.cli.launch import launcher_argv
 from e31_jupyter.cli.listing import describe, format_jobs, format_table
 from e31_jupyter.cli.parser import build_parser
@@ -85,6 +87,19 @@ def test_parameters_from_a_json_file_and_yaml_mix_with_p_and_r_a_later_kind_winn
     argv = ["submit", "nb.ipynb", "-r", "a", "7", "-p", "a", "5", "-y", "a: 3\nb: []", "-f", str(tmp_path / "p.json"),
             "-f", str(tmp_path / "empty.yaml")]  # fmt: skip
     assert submit_body(build_parser().parse_args(argv))["parameters"] == {"a": "7", "b": [], "c": {"d": None}}
+
+
+def test_the_data_a_warning_suggests_is_written_from_the_folder_the_command_is_typed_in(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    answer = {"id": "x", "warnings": ["The job will not have ... (--data data --data 'my rows.csv') if ...", "other"]}
+    below = as_typed_here(answer, str(tmp_path / "exp" / "train.ipynb"))
+    assert below["warnings"] == ["The job will not have ... (--data exp/data --data 'exp/my rows.csv') if ...", "other"]
+    assert below["id"] == "x" and answer["warnings"][0].endswith("(--data data --data 'my rows.csv') if ...")
+    (tmp_path / "exp").mkdir()
+    monkeypatch.chdir(tmp_path / "exp")
+    assert as_typed_here(answer, str(tmp_path / "exp" / "train.ipynb")) == answer  # typed beside the notebook
+    beside = as_typed_here(answer, str(tmp_path / "other" / "train.ipynb"))
+    assert "(--data ../other/data --data '../other/my rows.csv')" in beside["warnings"][0]
 
 
 def test_submit_body_of_a_bare_notebook_lets_the_server_choose_defaults():

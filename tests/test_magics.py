@@ -8,7 +8,7 @@ import threading
 from dataclasses import dataclass, field
 
 import pytest
-from conftest import EXAMPLES, wait_state
+from conftest import EXAMPLES, wait_state, write_notebook
 from jupyter_client.manager import KernelManager
 
 
@@ -316,6 +316,11 @@ def test_check_says_where_a_cell_or_notebook_would_wait_and_submits_nothing(kern
     assert "The job will not have 'rows.csv'" in cell.stderr
     notebook = kernel.run(f"%e31 submit-notebook {EXAMPLES / 'train.ipynb'} -p epoch 3 --check")
     assert "train: would be queued" in notebook.stdout and "did you mean 'epochs'" in notebook.stderr
+    (tmp_path / "exp").mkdir()
+    (tmp_path / "exp" / "rows.csv").write_text("a\n")
+    write_notebook(tmp_path / "exp" / "count.ipynb", "print(len(open('rows.csv').readlines()))")
+    below = kernel.run("%e31 submit-notebook exp/count.ipynb --check")  # from the kernel's folder, above it
+    assert "give it as data (--data exp/rows.csv)" in below.stderr
     assert client.jobs() == [] and list((tmp_path / "data" / "inbox").iterdir()) == []  # nothing captured
 
 

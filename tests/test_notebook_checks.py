@@ -91,6 +91,13 @@ def test_files_beside_the_notebook_that_the_job_will_not_have_are_named(tmp_path
     assert left_behind_warnings(python_sources(nb), tmp_path, {}, [tmp_path / "data", tmp_path / "labels.txt"]) == []
 
 
+def test_a_name_the_shell_would_split_is_quoted_in_the_data_it_suggests(tmp_path):
+    (tmp_path / "my rows.csv").write_text("a\n")
+    nb = new_notebook(cells=[new_code_cell("open('my rows.csv')")], metadata={"language_info": {"name": "python"}})
+    (warning,) = left_behind_warnings(python_sources(nb), tmp_path, {}, [])
+    assert "give it as data (--data 'my rows.csv')" in warning
+
+
 def test_parameters_naming_files_left_behind_are_warned_about_too(tmp_path):
     nb = _reader(tmp_path, "print('no paths here', '/etc/hostname', '../labels.txt', '.', './', '', '~/x')")
     assert left_behind_warnings(python_sources(nb), tmp_path, {}, []) == []

@@ -6,6 +6,8 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
+import shlex
 from pathlib import Path
 
 import yaml
@@ -44,6 +46,23 @@ def join_deadline_words(argv: list[str]) -> list[str]:
         else:
             joined.append(token)
     return joined
+
+
+def as_typed_here(answer: dict, notebook: str) -> dict:
+    """A submit's (or check's) answer for the notebook at ``notebook``, with the ``--data`` its
+    warnings suggest written from the current folder: the server names a file by its path from
+    the notebook's folder, and ``e31 submit exp/train.ipynb`` is typed from elsewhere."""
+    folder = Path(notebook).parent
+    if folder == Path.cwd() or not answer.get("warnings"):
+        return answer
+
+    def from_here(flag: re.Match) -> str:
+        return "--data " + shlex.quote(os.path.relpath(folder / shlex.split(flag[1])[0]))
+
+    return {**answer, "warnings": [_DATA_FLAG.sub(from_here, warning) for warning in answer["warnings"]]}
+
+
+_DATA_FLAG = re.compile(r"--data ('[^']*'|[^\s')]+)")  # as notebook_checks writes it: a name, quoted if need be
 
 
 def split_assignments(argv: list[str]) -> list[str]:

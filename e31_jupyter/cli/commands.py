@@ -11,7 +11,7 @@ from .. import values
 from ..client import FINAL_STATES, E31Client
 from ..errors import E31Error
 from ..text import format_size
-from .arguments import request_changes, submit_bodies, update_changes
+from .arguments import as_typed_here, request_changes, submit_bodies, update_changes
 from .listing import (
     as_json,
     describe,
@@ -31,12 +31,12 @@ def cmd_submit(client: E31Client, args) -> int:
     if len(bodies) > 1:
         return check_sweep(client, bodies, args.json) if args.check else _follow_sweep(client, bodies, args)
     if args.check:
-        return _print_check(client.check(**bodies[0]), args)
-    return _follow_submitted(client, client.submit(**bodies[0]), args)
+        return _print_check(as_typed_here(client.check(**bodies[0]), bodies[0]["path"]), args)
+    return _follow_submitted(client, as_typed_here(client.submit(**bodies[0]), bodies[0]["path"]), args)
 
 
 def check_sweep(client: E31Client, bodies: list[dict], in_json: bool = False) -> int:
-    checks = [client.check(**body) for body in bodies]
+    checks = [as_typed_here(client.check(**body), body["path"]) for body in bodies]
     print_warnings(dict.fromkeys(w for check in checks for w in check["warnings"]))  # each once
     if in_json:
         print(as_json(checks))
@@ -67,7 +67,7 @@ def submit_sweep(client: E31Client, bodies: list[dict]) -> list[dict]:
     jobs = []
     for body in bodies:
         try:
-            jobs.append(client.submit(**body))
+            jobs.append(as_typed_here(client.submit(**body), body["path"]))
         except E31Error as error:
             if not jobs:
                 raise
