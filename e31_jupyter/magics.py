@@ -158,9 +158,12 @@ class E31Magics(Magics):
         if args.check:  # the values are not captured: a check copies nothing
             return self.show_check(self.client.check(**body), warnings)
         chosen = {"name": args.name, "in": args.inputs, "out": args.outputs}  # they change the job too
-        fingerprint = _fingerprint(_notebook_path(), source, {**request, **{k: v for k, v in chosen.items() if v}})
+        options = {**request, **{k: v for k, v in chosen.items() if v}}
+        fingerprint = _fingerprint(_notebook_path(), source, options, values.digests(captured))
         if not args.new:
-            existing = self._existing(fingerprint)
+            # A job of this cell with these values; or one submitted before values were part of
+            # the fingerprint (its fingerprint is the one without them).
+            existing = self._existing(fingerprint) or self._existing(_fingerprint(_notebook_path(), source, options))
             if existing is not None:
                 return self._attach(existing, args.wait)
         staging = self._capture(captured)
@@ -442,10 +445,13 @@ def _request(args: argparse.Namespace) -> dict:
     return {k: v for k, v in request.items() if v is not None}
 
 
-def _fingerprint(notebook_path: str, source: str, request: dict) -> str:
-    """Same notebook, same source, same options: the same job."""
-    text = json.dumps([notebook_path, source.strip(), request], sort_keys=True)
-    return hashlib.sha256(text.encode()).hexdigest()[:32]
+def _fingerprint(notebook_path: str, source: str, request: dict, inputs: dict[str, str] | None = None) -> str:
+    """Same notebook, same source, same options, and the same values of what it reads that are
+    plain data (``inputs``, their ``values.digests``): the same job. A value that changed (the
+    learning rate set in another cell) makes another job; the others (functions, objects) are
+    not compared, so a new kernel that defines them again finds the job it ran overnight."""
+    parts = [notebook_path, source.strip(), request] + ([inputs] if inputs else [])
+    return hashlib.sha256(json.dumps(parts, sort_keys=True).encode()).hexdigest()[:32]
 
 
 def _notebook_path() -> str:

@@ -9,6 +9,7 @@ it is imported again where the values are loaded. ``values.json`` lists what the
 
 from __future__ import annotations
 
+import hashlib
 import importlib
 import io
 import json
@@ -31,6 +32,59 @@ DEFAULT_LIMIT_BYTES = 8 << 30
 
 class CannotTravel(InvalidRequest):
     """A value that cannot be sent to (or back from) a job; the message says which and why."""
+
+
+# --- what a value is, the same in any kernel ------------------------------------------------------
+
+DIGEST_MAX_BYTES = 256 << 20  # a larger array is not digested: hashing it would slow every submit
+_SCALARS = (int, float, complex, bool, type(None))
+
+
+def digests(values: dict) -> dict[str, str]:
+    """A digest of each value that is plain data (numbers, text, bytes, None, and lists, tuples,
+    dicts and numpy arrays of them), equal for equal values in any kernel: how a cell run again
+    tells whether what it reads changed since its earlier job. Other values (functions, objects,
+    sets) get none: their pickles can differ between kernels for equal values."""
+    found = {}
+    for name, value in values.items():
+        digest = hashlib.sha256()
+        if _digest_into(digest, value, depth=0):
+            found[name] = digest.hexdigest()[:32]
+    return found
+
+
+def _digest_into(digest, value, depth: int) -> bool:
+    """Feed ``value`` to ``digest``, each part tagged with its type; False when it is not plain data."""
+    kind = type(value)
+    if depth > 32:
+        return False
+    if kind in (str, bytes):
+        raw = value.encode("utf-8", "surrogatepass") if kind is str else value
+        digest.update(f"{kind.__name__}:{len(raw)}:".encode() + raw)
+        return len(raw) <= DIGEST_MAX_BYTES
+    if kind in _SCALARS:
+        text = repr(value)
+        digest.update(f"{kind.__name__}:{len(text)}:{text}".encode())
+        return True
+    if kind in (list, tuple):
+        digest.update(f"{kind.__name__}:{len(value)}[".encode())
+        return all(_digest_into(digest, item, depth + 1) for item in value)
+    if kind is dict:  # equal dicts built in another order are equal: items in a sorted order
+        items = []
+        for key, item in value.items():
+            pair = hashlib.sha256()
+            if not (_digest_into(pair, key, depth + 1) and _digest_into(pair, item, depth + 1)):
+                return False
+            items.append(pair.digest())
+        digest.update(f"dict:{len(items)}{{".encode() + b"".join(sorted(items)))
+        return True
+    if kind.__module__ == "numpy" and getattr(value, "shape", None) == () and hasattr(value, "dtype"):  # np.float64(0.1)
+        return _digest_into(digest, value.item(), depth + 1) if not value.dtype.hasobject else False
+    if _type_name(value) == "numpy.ndarray" and not value.dtype.hasobject and value.nbytes <= DIGEST_MAX_BYTES:
+        digest.update(f"ndarray:{value.dtype.str}:{value.shape}:".encode())
+        digest.update(value.tobytes() if not value.flags.c_contiguous else memoryview(value).cast("B"))
+        return True
+    return False
 
 
 def _type_name(value) -> str:

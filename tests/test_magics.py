@@ -143,6 +143,21 @@ def test_rerunning_the_cell_attaches_and_new_submits_again(kernel, client):
     assert "already ran as job" in again.stdout and len(client.jobs()) == 4
 
 
+def test_rerunning_after_a_value_it_reads_changed_runs_again_and_back_to_it_attaches(kernel, client):
+    kernel.run("lr = 0.1\nsizes = [64, 128]\ndef scale(x):\n    return 2 * x")
+    cell = "%%e31 submit --wait\nresult = scale(lr) * len(sizes)"
+    first = _job_id(kernel.run(cell))
+    assert kernel.value("result") == "0.4"
+    kernel.run("lr = 0.2")  # set in another cell
+    changed = kernel.run(cell)
+    assert "already ran" not in changed.stdout and _job_id(changed) != first
+    assert kernel.value("result") == "0.8"
+    kernel.run("lr = 0.1\ndef scale(x):\n    return 2 * x")  # a function defined again, as in a new kernel
+    back = kernel.run(cell)
+    assert f"already ran as job {first}" in back.stdout and kernel.value("result") == "0.4"
+    assert len(client.jobs()) == 2
+
+
 def test_a_value_that_cannot_travel_is_refused_before_submitting(kernel, client, tmp_path):
     kernel.run("handle = open('notes.txt', 'w')\nimport threading\nlock = threading.Lock()")
     refused = kernel.run("%%e31 submit\nhandle.write('x')")
