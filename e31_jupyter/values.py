@@ -78,7 +78,8 @@ def _digest_into(digest, value, depth: int) -> bool:
             items.append(pair.digest())
         digest.update(f"dict:{len(items)}{{".encode() + b"".join(sorted(items)))
         return True
-    if kind.__module__ == "numpy" and getattr(value, "shape", None) == () and hasattr(value, "dtype"):  # np.float64(0.1)
+    if kind.__module__ == "numpy" and getattr(value, "shape", None) == () and hasattr(value, "dtype"):
+        # a numpy scalar, np.float64(0.1): as the Python number it equals
         return _digest_into(digest, value.item(), depth + 1) if not value.dtype.hasobject else False
     if _type_name(value) == "numpy.ndarray" and not value.dtype.hasobject and value.nbytes <= DIGEST_MAX_BYTES:
         digest.update(f"ndarray:{value.dtype.str}:{value.shape}:".encode())
