@@ -210,14 +210,20 @@ class E31Magics(Magics):
         if names.star_import:
             return []
         namespace = self.shell.user_ns
-        missing = [n for n in names.reads if n not in namespace and n not in names.assigns and not hasattr(builtins, n)]
+        missing = [
+            n for n in names.reads
+            if n not in namespace and not hasattr(builtins, n) and (n not in names.assigns or n in names.read_first)
+        ]
         if not missing:
             return []
         them = "it" if len(missing) == 1 else "them"
+        if any(n in names.assigns for n in missing):  # x = x + 1
+            where = f"this kernel does not define and the cell does not assign before reading {them}"
+        else:
+            where = "neither this kernel nor the cell defines"
         return [
-            f"The cell reads {', '.join(missing)}, which neither this kernel nor the cell defines: the job "
-            f"will stop with a NameError unless it gets {them} some other way. Run the cells that define "
-            f"{them} first, then submit again."
+            f"The cell reads {', '.join(missing)}, which {where}: the job will stop with a NameError "
+            f"unless it gets {them} some other way. Run the cells that define {them} first, then submit again."
         ]
 
     def _capture(self, captured: dict) -> Path | None:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import ast
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from types import ModuleType
 
@@ -124,6 +124,9 @@ class CellNames:
     reads: list[str]  # names the cell reads before it assigns them, in order of first use
     assigns: list[str]  # names the cell assigns at top level, in order
     star_import: bool = False  # "from m import *": it binds names its syntax does not show
+    # Of ``reads``, those read as the cell runs (``x = x + 1``), not only in a function body it
+    # defines, which reads them when called: one the cell assigns later is still needed first.
+    read_first: list[str] = field(default_factory=list)
 
 
 def cell_names(source: str) -> CellNames:
@@ -133,7 +136,7 @@ def cell_names(source: str) -> CellNames:
     scope = _Scope()
     for statement in tree.body:
         scope.visit(statement)
-    return CellNames(scope.reads, scope.assigns, scope.star_import)
+    return CellNames(scope.reads, scope.assigns, scope.star_import, scope.read_first)
 
 
 class _Scope(ast.NodeVisitor):
@@ -142,12 +145,29 @@ class _Scope(ast.NodeVisitor):
     def __init__(self):
         self.reads: list[str] = []
         self.assigns: list[str] = []
+        self.read_first: list[str] = []
         self.star_import = False
         self._bound: set[str] = set()
+        self._in_try = 0  # inside a try body: a missing name may be what its handler expects
 
-    def read(self, name: str) -> None:
-        if name not in self._bound and name not in self.reads:
+    def read(self, name: str, when_called: bool = False) -> None:
+        """Note a read of ``name``; ``when_called``: in a function body, read only when it runs."""
+        if name in self._bound:
+            return
+        if name not in self.reads:
             self.reads.append(name)
+        if not when_called and not self._in_try and name not in self.read_first:
+            self.read_first.append(name)
+
+    def visit_Try(self, node):
+        self._in_try += 1
+        for statement in node.body:
+            self.visit(statement)
+        self._in_try -= 1
+        for part in (*node.handlers, *node.orelse, *node.finalbody):
+            self.visit(part)
+
+    visit_TryStar = visit_Try
 
     def bind(self, name: str) -> None:
         self._bound.add(name)
@@ -219,14 +239,14 @@ class _Scope(ast.NodeVisitor):
             if expression is not None:
                 self.visit(expression)
         for name in _free_in_body(node):
-            self.read(name)  # a function reads its globals when called; capture them now
+            self.read(name, when_called=True)  # a function reads its globals when called; capture them now
         self.bind(node.name)
 
     visit_AsyncFunctionDef = visit_FunctionDef
 
     def visit_Lambda(self, node):
         for name in _free_in_body(node):
-            self.read(name)
+            self.read(name, when_called=True)
 
     def visit_ClassDef(self, node):
         for expression in [*node.decorator_list, *node.bases, *(k.value for k in node.keywords)]:
@@ -234,8 +254,7 @@ class _Scope(ast.NodeVisitor):
         body = _Scope()
         for statement in node.body:
             body.visit(statement)
-        for name in body.reads:
-            self.read(name)
+        self._read_from(body)
         self.bind(node.name)
 
     def _comprehension(self, node, *results):
@@ -247,8 +266,12 @@ class _Scope(ast.NodeVisitor):
                 inner.visit(condition)
         for result in results:
             inner.visit(result)
+        self._read_from(inner)
+
+    def _read_from(self, inner: _Scope) -> None:
+        """The reads of a scope run at once (a class body, a comprehension), as this one's."""
         for name in inner.reads:
-            self.read(name)
+            self.read(name, when_called=name not in inner.read_first)
 
     def visit_ListComp(self, node):
         self._comprehension(node, node.elt)

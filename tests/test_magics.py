@@ -352,6 +352,10 @@ def test_a_cell_that_reads_what_nothing_defines_is_warned_of(kernel, client):
     for cell in quiet:
         out = kernel.run(f"%%e31 submit --check\n{cell}")
         assert "would be queued" in out.stdout and "defines" not in out.stderr, (cell, out.stderr)
+    for cell in ("steps = steps + 1", "steps += known", "class Run:\n    n = steps\nsteps = 0"):  # read, then assigned
+        out = kernel.run(f"%%e31 submit --check\n{cell}")
+        said = "reads steps, which this kernel does not define and the cell does not assign before reading it:"
+        assert said in out.stderr, (cell, out.stderr)
     submitted = kernel.run("%%e31 submit\nanswer = undefined_name")  # a warning: the job is still submitted
     assert "reads undefined_name, which" in submitted.stderr and "run the cells that define it" in submitted.stderr.lower()
     job = wait_state(client, _job_id(submitted), "failed", "succeeded")
