@@ -44,3 +44,12 @@ def test_a_job_asking_for_more_than_the_cap_is_refused_naming_the_setting(start_
         "(c.E31.max_gpus_per_user). Ask for at most 2."
     )
     assert client.jobs() == []
+    blocker = wait_state(client, gated.submit(client, "blocker", gpus=2)["id"], "running")
+    waiting = gated.submit(client, "waiting", gpus=1)
+    with pytest.raises(E31Error) as refused:
+        client.update(waiting["id"], gpus=3)  # a change is held to it too
+    assert refused.value.status == 400 and "(c.E31.max_gpus_per_user). Ask for at most 2." in refused.value.message
+    assert client.job(waiting["id"])["request"]["gpus"] == 1
+    for name in ("blocker", "waiting"):
+        gated.open(name)
+    assert wait_state(client, blocker["id"], "succeeded", "failed")["state"] == "succeeded"

@@ -101,7 +101,7 @@ class ChangeForm extends ReactWidget {
         {text('gpus', 'GPUs', '0 for a CPU-only job')}
         {text('maxRuntime', 'Max run time', "e.g. 2h, 90m; empty: the queue's default; the job is stopped after it")}
         {text('expectedRuntime', 'Expected run time', 'what it will likely take; empty: none')}
-        {text('deadline', 'Deadline', 'e.g. +6h, 08:00, 2025-01-31T18:00; empty: none')}
+        {text('deadline', 'Deadline', 'e.g. +6h, 08:00, 8am, tomorrow 18:00, 2025-01-31T18:00; empty: none')}
         {text('name', 'Name', '')}
         {text('team', 'Team', 'who is charged for its GPU-hours')}
         <AfterField

@@ -251,7 +251,7 @@ function FormView(props: {
             onChange={e => onChange({ gpus: e.target.value })}
           />
         </Field>
-        {text('deadline', 'Deadline', '08:00, +6h or 2025-01-31T18:00', 'optional; the job expires if it cannot finish by then')}
+        {text('deadline', 'Deadline', '08:00, 8am, tomorrow 18:00, +6h or 2025-01-31T18:00', 'optional; the job expires if it cannot finish by then')}
         {text('maxRuntime', 'Max run time', 'server default, e.g. 90m, 6h', 'the job is stopped after this long')}
         {text('expectedRuntime', 'Expected run time', 'e.g. 2h', 'optional; helps the queue meet deadlines')}
         <AfterField choices={props.afterChoices} after={form.after} onChange={after => onChange({ after })} />
