@@ -37,6 +37,7 @@ class CannotTravel(InvalidRequest):
 # --- what a value is, the same in any kernel ------------------------------------------------------
 
 DIGEST_MAX_BYTES = 256 << 20  # a larger array is not digested: hashing it would slow every submit
+DIGEST_MAX_ITEMS = 50_000  # nor a value of more parts (list items, dict keys and values): ~0.1 s
 _SCALARS = (int, float, complex, bool, type(None))
 
 
@@ -48,15 +49,17 @@ def digests(values: dict) -> dict[str, str]:
     found = {}
     for name, value in values.items():
         digest = hashlib.sha256()
-        if _digest_into(digest, value, depth=0):
+        if _digest_into(digest, value, depth=0, budget=[DIGEST_MAX_ITEMS]):
             found[name] = digest.hexdigest()[:32]
     return found
 
 
-def _digest_into(digest, value, depth: int) -> bool:
-    """Feed ``value`` to ``digest``, each part tagged with its type; False when it is not plain data."""
+def _digest_into(digest, value, depth: int, budget: list[int]) -> bool:
+    """Feed ``value`` to ``digest``, each part tagged with its type; False when it is not plain
+    data, or has more parts than ``budget`` (a one-item list, counted down) has left."""
     kind = type(value)
-    if depth > 32:
+    budget[0] -= 1
+    if depth > 32 or budget[0] < 0 or (kind in (list, tuple, dict) and len(value) > budget[0]):
         return False
     if kind in (str, bytes):
         raw = value.encode("utf-8", "surrogatepass") if kind is str else value
@@ -68,19 +71,19 @@ def _digest_into(digest, value, depth: int) -> bool:
         return True
     if kind in (list, tuple):
         digest.update(f"{kind.__name__}:{len(value)}[".encode())
-        return all(_digest_into(digest, item, depth + 1) for item in value)
+        return all(_digest_into(digest, item, depth + 1, budget) for item in value)
     if kind is dict:  # equal dicts built in another order are equal: items in a sorted order
         items = []
         for key, item in value.items():
             pair = hashlib.sha256()
-            if not (_digest_into(pair, key, depth + 1) and _digest_into(pair, item, depth + 1)):
+            if not (_digest_into(pair, key, depth + 1, budget) and _digest_into(pair, item, depth + 1, budget)):
                 return False
             items.append(pair.digest())
         digest.update(f"dict:{len(items)}{{".encode() + b"".join(sorted(items)))
         return True
     if kind.__module__ == "numpy" and getattr(value, "shape", None) == () and hasattr(value, "dtype"):
         # a numpy scalar, np.float64(0.1): as the Python number it equals
-        return _digest_into(digest, value.item(), depth + 1) if not value.dtype.hasobject else False
+        return _digest_into(digest, value.item(), depth + 1, budget) if not value.dtype.hasobject else False
     if _type_name(value) == "numpy.ndarray" and not value.dtype.hasobject and value.nbytes <= DIGEST_MAX_BYTES:
         digest.update(f"ndarray:{value.dtype.str}:{value.shape}:".encode())
         digest.update(value.tobytes() if not value.flags.c_contiguous else memoryview(value).cast("B"))

@@ -9,7 +9,7 @@ import sys
 import numpy as np
 import pytest
 
-from e31_jupyter.values import DIGEST_MAX_BYTES, digests
+from e31_jupyter.values import DIGEST_MAX_BYTES, DIGEST_MAX_ITEMS, digests
 
 PLAIN = {
     "lr": 0.1, "epochs": 3, "flag": True, "nothing": None, "z": 1 + 2j, "tag": "run-1", "raw": b"\x00\xff",
@@ -47,8 +47,10 @@ def test_a_view_of_an_array_is_digested_as_its_values():
 @pytest.mark.parametrize(
     "value",
     [lambda x: x, {1, 2}, frozenset({1}), object(), [1, lambda: 0], {"f": print}, np.array([1, "a"], dtype=object),
-     np.zeros(DIGEST_MAX_BYTES // 8 + 1)],
-    ids=["function", "set", "frozenset", "object", "list-with-function", "dict-with-builtin", "object-array", "huge-array"],
+     np.zeros(DIGEST_MAX_BYTES // 8 + 1), list(range(DIGEST_MAX_ITEMS)), [[0] * 1000] * (DIGEST_MAX_ITEMS // 1000),
+     "x" * (DIGEST_MAX_BYTES + 1)],
+    ids=["function", "set", "frozenset", "object", "list-with-function", "dict-with-builtin", "object-array", "huge-array",
+         "long-list", "many-nested-items", "huge-text"],
 )  # fmt: skip
 def test_what_may_pickle_differently_in_another_kernel_gets_none(value):
     assert digests({"x": value}) == {}
