@@ -48,6 +48,9 @@ def join_deadline_words(argv: list[str]) -> list[str]:
     return joined
 
 
+_DATA_FLAG = re.compile(r"--data ('[^']*'|[^\s')]+)")  # as notebook_checks writes it: a name, quoted if need be
+
+
 def as_typed_here(answer: dict, notebook: str) -> dict:
     """A submit's (or check's) answer for the notebook at ``notebook``, with the ``--data`` its
     warnings suggest written from the current folder: the server names a file by its path from
@@ -60,9 +63,6 @@ def as_typed_here(answer: dict, notebook: str) -> dict:
         return "--data " + shlex.quote(os.path.relpath(folder / shlex.split(flag[1])[0]))
 
     return {**answer, "warnings": [_DATA_FLAG.sub(from_here, warning) for warning in answer["warnings"]]}
-
-
-_DATA_FLAG = re.compile(r"--data ('[^']*'|[^\s')]+)")  # as notebook_checks writes it: a name, quoted if need be
 
 
 def split_assignments(argv: list[str]) -> list[str]:
