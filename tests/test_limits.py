@@ -105,3 +105,10 @@ def test_the_benchmark_prints_every_row_with_the_targets_it_meets(tmp_path):
         capture_output=True, text=True, check=True, timeout=120,
     ).stdout  # fmt: skip
     assert "No job waits: goodput at most" in table and "| e31, large jobs never wait |" in table
+    assert "| e31 |" in table and "no baseline replayed" not in table
+
+    alone = subprocess.run(
+        [sys.executable, str(LIMITS), "--trace", str(trace), "--gpus", "16", "--waits", "0", "--policies", "e31"],
+        capture_output=True, text=True, check=True, timeout=120,
+    ).stdout  # fmt: skip
+    assert "no baseline replayed" in alone and "the goodput target" not in alone  # nothing to hold the rows to
