@@ -35,7 +35,7 @@ from typing import Callable
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from scheduling import replay_arguments, window_jobs  # noqa: E402
+from scheduling import policy_names, replay_arguments, window_jobs  # noqa: E402
 
 from e31_jupyter.policy import E31_LARGE_GPUS, POLICIES, Pending, Policy, Snapshot, expected_runtime  # noqa: E402
 from e31_jupyter.sim import TraceJob, simulate, summarise  # noqa: E402
@@ -96,13 +96,10 @@ def targets_met(row: dict, baselines: dict[str, dict]) -> list[str]:
 
 def main(argv: list[str] | None = None) -> None:
     parser = replay_arguments(__doc__)
-    parser.add_argument("--policies", default="fifo,backfill,edf,sjf,e31", type=lambda s: s.split(","))
+    parser.add_argument("--policies", default="fifo,backfill,edf,sjf,e31", type=policy_names)
     parser.add_argument("--waits", default="0,0.01,0.1,1", type=lambda s: [float(x) for x in s.split(",")],
                         help="the bounds x of 'e31, waits bounded' (x times the expected run time)")  # fmt: skip
     args = parser.parse_args(argv)
-    unknown = [p for p in args.policies if p not in POLICIES]
-    if unknown:
-        parser.error(f"unknown policies {unknown}; known: {', '.join(POLICIES)}")
     jobs, window = window_jobs(args.trace, args.start, args.end, args.seed)
     variants = [POLICIES[name] for name in args.policies] + [waits_bounded(x) for x in args.waits] + [large_jobs_never_wait()]
     rows = {}

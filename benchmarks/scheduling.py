@@ -74,18 +74,23 @@ def replay_arguments(doc: str) -> argparse.ArgumentParser:
     return parser
 
 
+def policy_names(text: str) -> list[str]:
+    """``--policies``: names of ``POLICIES``, comma-separated."""
+    names = text.split(",")
+    unknown = [name for name in names if name not in POLICIES]
+    if unknown:
+        raise argparse.ArgumentTypeError(f"unknown policies {unknown}; known: {', '.join(POLICIES)}")
+    return names
+
+
 def _parse(argv):
     parser = replay_arguments(__doc__)
-    parser.add_argument("--policies", default=",".join(POLICIES), type=lambda s: s.split(","))
+    parser.add_argument("--policies", default=",".join(POLICIES), type=policy_names)
     parser.add_argument("--plot", type=Path, default=Path(__file__).with_name("scheduling.png"),
                         help="where to draw the PNG (default: benchmarks/scheduling.png)")  # fmt: skip
     parser.add_argument("--no-pass-time", dest="pass_ms", action="store_false",
                         help="skip timing one pass over 10,000 queued jobs")  # fmt: skip
-    args = parser.parse_args(argv)
-    unknown = [p for p in args.policies if p not in POLICIES]
-    if unknown:
-        parser.error(f"unknown policies {unknown}; known: {', '.join(POLICIES)}")
-    return args
+    return parser.parse_args(argv)
 
 
 # --- the trace ---------------------------------------------------------------------------------
