@@ -91,7 +91,7 @@ class Admission:
         outputs, reports = validate_outputs(body)
         parameters = validate_parameters(body.get("parameters"))
         self._check_queued_limit(caller)
-        data = data_paths(body.get("data"), root_dir)
+        data = data_paths(body.get("data"), root_dir, caller.name)
         for path in data:
             if self._data_dir.resolve().is_relative_to(path.resolve()):
                 raise InvalidRequest(

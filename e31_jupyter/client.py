@@ -197,19 +197,25 @@ class E31Client:
         return self._json("GET", f"jobs/{quote(job_id)}/values")
 
     def save_values(self, job_id: str, folder: Path) -> dict:
-        """Download the returned values' files into ``folder``; returns the listing."""
+        """Download the returned values' files into ``folder``; returns the listing. The folder
+        (0700) and its files (0600) are this user's alone, whatever the umask: what
+        ``values.load`` accepts."""
         listing = self.values(job_id)
+        if listing["files"]:
+            folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+            folder.chmod(0o700)
         for name in listing["files"]:
-            self._save(f"jobs/{quote(job_id)}/values/{quote(name)}", folder / name)
+            self._save(f"jobs/{quote(job_id)}/values/{quote(name)}", folder / name, private=True)
         return listing
 
     def info(self) -> dict:
         return self._json("GET", "info")
 
-    def _save(self, url_path: str, destination: Path) -> None:
+    def _save(self, url_path: str, destination: Path, private: bool = False) -> None:
+        """Stream ``url_path`` into ``destination``; a ``private`` file is this user's alone (0600)."""
         destination.parent.mkdir(parents=True, exist_ok=True)
         with self._request("GET", url_path, stream=True) as response:
-            with open(destination, "wb") as out:
+            with _private_file(destination) if private else open(destination, "wb") as out:
                 for chunk in response.iter_content(chunk_size=1 << 20):
                     out.write(chunk)
 
@@ -277,6 +283,14 @@ class E31Client:
             self.save_file(job_id, path, destination)
         self.save_values(job_id, root / "values")  # a %%e31 cell's; nothing (no folder) for a notebook's
         return root
+
+
+def _private_file(path: Path):
+    """``path`` emptied and opened for writing, readable and writable by this user only (whatever
+    the umask, whatever it was), never through a link."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
+    os.fchmod(fd, 0o600)
+    return os.fdopen(fd, "wb")
 
 
 def _id_starts_with(job_id: str, ref: str) -> bool:

@@ -6,11 +6,18 @@ so neither needs to know the other.
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import shutil
+import stat
 import tempfile
 from pathlib import Path
+
+from . import accounts
+from .errors import Conflict, E31Error
+
+_NO_LINK = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK  # O_NONBLOCK: a FIFO the job made never blocks a read
 
 
 class JobDir:
@@ -30,10 +37,65 @@ class JobDir:
     values = property(lambda self: self.path / "values")  # values the job hands back
 
     def read_json(self, path: Path, default=None):
+        """The JSON file ``path`` of the job (opened as ``open_file`` opens it), or ``default``
+        when it is missing or not JSON."""
         try:
-            return json.loads(path.read_text())
+            with self.open_file(path) as f:
+                return json.loads(f.read())
         except (FileNotFoundError, ValueError):
             return default
+
+    def open_file(self, path: Path):
+        """Open ``path``, a file in the job's folder, for reading (binary), following no link on
+        the way: each folder below the job's and the file itself are opened with O_NOFOLLOW, so a
+        link the job made (to a host file, or out of its folder) is refused with Conflict, and so
+        is anything that is not a regular file. A missing file raises FileNotFoundError; one the
+        server may not read, an E31Error (503) saying what to change."""
+        parts = self._parts(path)
+        try:
+            fd = os.open(self.path, os.O_RDONLY | os.O_DIRECTORY)
+        except PermissionError:
+            raise unreadable(self.path) from None
+        try:
+            for depth, part in enumerate(parts):
+                last = depth == len(parts) - 1
+                flags = _NO_LINK if last else _NO_LINK | os.O_DIRECTORY
+                try:
+                    child = os.open(part, flags, dir_fd=fd)
+                except OSError as error:
+                    raise self._refused(parts[: depth + 1], error) from None
+                os.close(fd)
+                fd = child
+            if not stat.S_ISREG(os.fstat(fd).st_mode):
+                raise Conflict(f"{'/'.join(parts)} of job {self.path.name} is not a regular file; "
+                               "e31 serves only files the job wrote in its folder.")
+            os.set_blocking(fd, True)
+            file = os.fdopen(fd, "rb")
+        except BaseException:
+            os.close(fd)
+            raise
+        return file
+
+    def _parts(self, path: Path) -> list[str]:
+        """The components of ``path`` below the job's folder; a path out of it (``..``) is refused."""
+        try:
+            parts = Path(path).relative_to(self.path).parts
+        except ValueError:
+            parts = ()
+        if not parts or ".." in parts:
+            raise Conflict(f"{path} is not in the folder of job {self.path.name}; e31 serves only files in it.")
+        return list(parts)
+
+    def _refused(self, parts: list[str], error: OSError) -> Exception:
+        """What opening the component ``parts[-1]`` (with O_NOFOLLOW) failing with ``error`` means."""
+        name = "/".join(parts)
+        if error.errno in (errno.ELOOP, errno.ENOTDIR) and os.path.islink(self.path.joinpath(*parts)):
+            return Conflict(f"{name} of job {self.path.name} is a link; e31 serves only files the job wrote in its folder.")
+        if error.errno == errno.ENOTDIR:
+            return FileNotFoundError(errno.ENOENT, "not a folder", str(self.path.joinpath(*parts)))
+        if isinstance(error, PermissionError):
+            return unreadable(self.path.joinpath(*parts))
+        return error
 
     def never_started(self) -> bool:
         """No trace of a worker: it writes baseline.json before anything else, and whatever it
@@ -64,6 +126,21 @@ class JobDir:
         """The newest modification time among the files the worker keeps writing."""
         times = [p.stat().st_mtime for p in (self.progress, self.log) if p.exists()]
         return max(times) if times else None
+
+
+def unreadable(path: Path) -> E31Error:
+    """The error for a file or folder of e31's data directory this process may not read."""
+    try:
+        info = os.stat(path)
+        whose = f" (owned by {accounts.by_uid(info.st_uid).name}, mode {stat.filemode(info.st_mode)})"
+    except OSError:
+        whose = ""
+    return E31Error(
+        f"The e31 server (running as {accounts.current().name}) may not read {path}{whose}. Make it (and the folders "
+        "above it) readable by the account the server runs as (chown or chmod), or run the server "
+        "as the data directory's owner.",
+        status=503,
+    )
 
 
 def write_json_atomic(path: Path, data) -> None:

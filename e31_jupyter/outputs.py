@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import fnmatch
 import os
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 
 from .errors import NotFound
 from .jobdir import JobDir
@@ -66,12 +66,12 @@ def write_reports(jobdir: JobDir, formats: list[str]) -> dict[str, str]:
 
 def collected_file(jobdir: JobDir, manifest: dict | None, relpath: str) -> Path:
     """The path of a collected file, refusing anything that is not listed in the manifest or
-    that resolves outside the job's working directory (``..``, absolute paths, symlinks)."""
+    that names a place outside the job's working directory (``..``, absolute paths). Open it
+    with ``JobDir.open_file``, which follows no link (a listed file the job swapped for one)."""
     listed = {f["path"] for f in (manifest or {}).get("files", [])}
     if relpath not in listed:
         raise NotFound(f"No collected file {relpath!r} in this job. List them with GET .../files.")
-    work = jobdir.work.resolve()
-    path = (work / relpath).resolve()
-    if not path.is_relative_to(work) or not path.is_file():
+    parts = PurePosixPath(relpath).parts
+    if not parts or parts[0] == "/" or ".." in parts:
         raise NotFound(f"No collected file {relpath!r} in this job.")
-    return path
+    return jobdir.work.joinpath(*parts)

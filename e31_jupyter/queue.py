@@ -27,7 +27,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from . import gpus as gpu_inventory
-from . import meter, policy, views
+from . import datadir, meter, policy, views
 from .admission import Admission, Caller, Revision
 from .dependencies import Standing, broken_reason, standing
 from .errors import Conflict, E31Error, Gone, InvalidRequest, NotFound
@@ -77,8 +77,8 @@ class Queue:
         self.clock = clock
         self.policy = policy.POLICIES[settings.policy]
         _ensure_writable(self.data_dir)
-        self.jobs_root.mkdir(exist_ok=True)
-        self.inbox.mkdir(mode=0o700, exist_ok=True)
+        datadir.private_folder(self.jobs_root)
+        datadir.private_folder(self.inbox)
         self.staging = Staging(self.jobs_root, self.inbox)
         self.store = Store(self.data_dir / "e31.sqlite")
         self.admission = Admission(self.store, settings, self.data_dir, backend)
@@ -807,8 +807,9 @@ def _final_state(job: dict, manifest: dict | None, exit_code: int | None, start_
 
 
 def _ensure_writable(data_dir: Path) -> None:
+    """Make the data directory private (datadir.prepare) and check that this server may write in it."""
     try:
-        data_dir.mkdir(parents=True, exist_ok=True)
+        datadir.prepare(data_dir)
         probe = data_dir / f".write-test-{os.getpid()}"
         probe.write_text("ok")
         probe.unlink()

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import psutil
 
+from . import accounts
 from .errors import E31Error, InvalidRequest
 from .job import JobSpec, server_path, string_list
 from .jobdir import JobDir, write_json_atomic
@@ -44,7 +45,8 @@ class Staging:
         import nbformat
 
         staging = JobDir(self.folder(job_id))
-        staging.work.mkdir(parents=True)
+        staging.path.mkdir(mode=0o700)  # the job's folder: its owner's alone
+        staging.work.mkdir()
         try:
             nbformat.write(notebook, staging.input_notebook)
             for source in data:
@@ -85,13 +87,16 @@ class Staging:
                 shutil.rmtree(path, ignore_errors=True)
 
 
-def data_paths(value, root_dir: Path) -> list[Path]:
-    """The data to copy into the job: files or folders the server can read."""
+def data_paths(value, root_dir: Path, caller: str) -> list[Path]:
+    """The data to copy into the job: files or folders that the server, and the ``caller`` (a
+    user name) too, can read."""
     paths, names = [], set()
+    account = _account_of(caller)
     for item in string_list(value, "data"):
         path = server_path(item, root_dir, "data")
         if not path.exists():
             raise InvalidRequest(f"data: nothing at {str(path)!r}.")
+        _check_caller_may_read(path, caller, account, root_dir)
         if path.name in names:
             raise InvalidRequest(
                 f"data: two inputs are named {path.name!r}; they would overwrite each other in "
@@ -100,6 +105,48 @@ def data_paths(value, root_dir: Path) -> list[Path]:
         names.add(path.name)
         paths.append(path)
     return paths
+
+
+def _account_of(name: str) -> accounts.Account | None:
+    """The Unix account called ``name`` (this server's own when it is its name), or None."""
+    me = accounts.current()
+    return me if name == me.name else accounts.by_name(name)
+
+
+def _check_caller_may_read(path: Path, caller: str, account: accounts.Account | None, root_dir: Path) -> None:
+    """Refuse data the caller could not read themselves (a link: its target too). A caller with no
+    Unix account here may name only what lies under the server's root folder."""
+    if account is None:
+        if not path.resolve().is_relative_to(root_dir.resolve()):
+            raise InvalidRequest(
+                f"data: {str(path)!r} is outside the server's root folder ({root_dir}). {caller} has no "
+                "Unix account on this machine, so e31 takes only paths under the server's root folder."
+            )
+        return
+    hidden = next(_unreadable_by(account, path), None)
+    if hidden is not None:
+        where = "" if hidden == path else f" (in or behind {str(path)!r})"
+        raise InvalidRequest(
+            f"data: {caller} may not read {str(hidden)!r}{where}, and a job brings in only data its "
+            f"submitter could read. Make it readable by {caller}, or name other data."
+        )
+
+
+def _unreadable_by(account: accounts.Account, path: Path):
+    """What of ``path`` (and of its target, for a link) ``account`` could not read: for another
+    account than the server's, every file and folder in a folder too, as the copy would take them."""
+    target = path.resolve()
+    for candidate in (target, path):
+        if not accounts.can_read(account, candidate):
+            yield candidate
+    if account.uid == os.geteuid() or account.is_root or not target.is_dir():
+        return
+    for dirpath, dirnames, filenames in os.walk(target):
+        for name in dirnames + filenames:
+            inside = Path(dirpath, name)
+            seen = inside.resolve() if inside.is_symlink() else inside  # a link: what the job would read
+            if seen.exists() and not accounts.can_read(account, seen):
+                yield inside
 
 
 def inputs_path(value) -> Path | None:
@@ -133,7 +180,7 @@ def body_again(jobdir: JobDir, spec: dict) -> dict:
     """The submit request that makes the job of ``spec`` again (without its deadline)."""
     request = spec["request"]
     body = {
-        "notebook": json.loads(jobdir.input_notebook.read_text(encoding="utf-8")),
+        "notebook": _read_notebook(jobdir),
         "notebook_name": spec["notebook_name"],
         "parameters": spec.get("parameters") or {},
         "data": spec.get("data") or [],
@@ -151,6 +198,12 @@ def body_again(jobdir: JobDir, spec: dict) -> dict:
     if (jobdir.inputs / VALUES_INDEX).is_file():
         body["inputs"] = str(jobdir.inputs)  # a %%e31 cell's captured values, copied
     return body
+
+
+def _read_notebook(jobdir: JobDir) -> dict:
+    """The job's input notebook, read without following a link the job may have put there."""
+    with jobdir.open_file(jobdir.input_notebook) as f:
+        return json.loads(f.read().decode("utf-8"))
 
 
 def _size_of(path: Path, limit: int) -> int:

@@ -133,6 +133,7 @@ class Store:
     def __init__(self, path: str | Path):
         self.path = Path(path)
         self._lock = threading.Lock()
+        _create_private(self.path)
         self._db = sqlite3.connect(
             self.path, timeout=30, isolation_level=None, check_same_thread=False
         )
@@ -425,12 +426,23 @@ def _filters(states, owner, fingerprint) -> tuple[list[str], list]:
     return where, params
 
 
+def _create_private(path: Path) -> None:
+    """Create the store's file readable and writable by its owner only (0600, whatever the umask)
+    before SQLite opens it: its -wal and -shm files take its mode. An existing file is left as it is."""
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+    except FileExistsError:
+        return
+    os.fchmod(fd, 0o600)
+    os.close(fd)
+
+
 def _make_reserve(path: Path, size: int = 4 << 20) -> None:
     """Space set aside so that the store can still record jobs when the disk fills up."""
     if path.exists():
         return
     try:
-        with open(path, "wb") as f:
+        with os.fdopen(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), "wb") as f:
             os.posix_fallocate(f.fileno(), 0, size)
     except OSError:
         path.unlink(missing_ok=True)  # no room even for that: run without a reserve

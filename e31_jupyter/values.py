@@ -5,6 +5,11 @@ numpy arrays (and of pandas objects, which hold numpy arrays) are handed out of 
 straight from memory to their own files (``NAME.N.buf``), so a 1 GB array is never copied into a
 1 GB pickle. Loading maps the buffer files back in. A module is not pickled: its name is noted, and
 it is imported again where the values are loaded. ``values.json`` lists what the folder holds.
+
+Unpickling runs code, so nothing is loaded that another user could have written: the folder and
+every file in it must belong to this process's user (or to root, the system scheduler) and be
+writable by nobody else, and no file may be a link. Each is checked on the opened file itself
+(fstat), so it cannot be swapped between the check and the read.
 """
 
 from __future__ import annotations
@@ -20,9 +25,13 @@ from pathlib import Path
 from types import ModuleType
 from typing import Collection
 
+import errno
+import stat
+
 import cloudpickle
 
-from .errors import InvalidRequest
+from . import accounts
+from .errors import E31Error, InvalidRequest
 from .jobdir import JobDir
 from .text import format_size
 
@@ -32,6 +41,10 @@ DEFAULT_LIMIT_BYTES = 8 << 30
 
 class CannotTravel(InvalidRequest):
     """A value that cannot be sent to (or back from) a job; the message says which and why."""
+
+
+class NotTrusted(E31Error):
+    """A value file (or its folder) that another user could have written: not loaded."""
 
 
 # --- what a value is, the same in any kernel ------------------------------------------------------
@@ -139,7 +152,7 @@ def save(values: dict, folder: Path, limit_bytes: int = DEFAULT_LIMIT_BYTES, ret
     the value) anything that cannot be pickled, and stops as soon as the total passes
     ``limit_bytes``. A job ``returning`` values leaves such a value out instead, and the index
     says why, in words for the way back."""
-    folder.mkdir(parents=True, exist_ok=True)
+    folder.mkdir(mode=0o700, parents=True, exist_ok=True)
     index, total = {}, 0
     for name, value in values.items():
         entry = {"type": _type_name(value), "files": [], "size": 0}
@@ -158,8 +171,17 @@ def save(values: dict, folder: Path, limit_bytes: int = DEFAULT_LIMIT_BYTES, ret
                 stale.unlink()
         total += entry["size"]
         index[name] = entry
-    (folder / INDEX).write_text(json.dumps(index, indent=1))
+    with _create(folder / INDEX) as f:
+        f.write(json.dumps(index, indent=1).encode())
     return index
+
+
+def _create(path: Path):
+    """``path`` opened for writing, readable and writable by this user only (whatever the umask),
+    never through a link: what a later ``load`` accepts."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
+    os.fchmod(fd, 0o600)  # a file that was there already
+    return os.fdopen(fd, "wb")
 
 
 def _save_one(name: str, value, folder: Path, room: int, returning: bool) -> tuple[list[str], int]:
@@ -172,7 +194,7 @@ def _save_one(name: str, value, folder: Path, room: int, returning: bool) -> tup
             written += view.nbytes
             _check_room(name, value, written, room)
             file = f"{name}.{len(files)}.buf"
-            with open(folder / file, "wb") as f:
+            with _create(folder / file) as f:
                 _reserve(f, view.nbytes)
                 f.write(view)
         files.append(file)
@@ -180,7 +202,7 @@ def _save_one(name: str, value, folder: Path, room: int, returning: bool) -> tup
 
     stream = folder / f"{name}.pkl"
     try:
-        with open(stream, "wb") as f:
+        with _create(stream) as f:
             cloudpickle.dump(value, f, protocol=5, buffer_callback=write_buffer)
     except CannotTravel:
         raise
@@ -213,26 +235,31 @@ def _check_room(name: str, value, written: int, room: int) -> None:
 
 def load(folder: str | os.PathLike, leave_out: Collection[str] = ()) -> dict:
     """The values saved in ``folder`` but those named in ``leave_out``; the first that cannot be
-    loaded raises (``restore`` goes on)."""
-    folder = Path(folder)
-    index = read_index(folder)
-    chosen = (name for name, entry in index.items() if entry["files"] and name not in leave_out)
-    return {name: _load_one(folder, index[name]["files"]) for name in chosen}
+    loaded raises (``restore`` goes on). A folder or file another user could have written raises
+    NotTrusted before anything in it is unpickled."""
+    with _Folder(Path(folder)) as trusted:
+        index = trusted.index()
+        chosen = (name for name, entry in index.items() if entry["files"] and name not in leave_out)
+        return {name: _load_one(trusted, index[name]["files"]) for name in chosen}
 
 
 def restore(folder: Path) -> tuple[dict, dict]:
     """Every value the folder holds, loaded here, modules imported again by name: ``({name:
     value}, {name: why not})``. One that cannot be loaded here (its class or module is missing
-    from this kernel) is named with the reason, and the others still come."""
+    from this kernel, or its file is not trusted) is named with the reason, and the others still
+    come. A folder that is not trusted raises NotTrusted: nothing in it is loaded."""
     loaded, failed = {}, {}
-    for name, entry in read_index(folder).items():
-        if entry.get("skipped"):
-            continue
-        try:
-            module = entry.get("module")
-            loaded[name] = importlib.import_module(module) if module else _load_one(folder, entry["files"])
-        except Exception as error:  # unpickling, and a module's own import code, may raise anything
-            failed[name] = _why_not_here(entry, error)
+    with _Folder(Path(folder)) as trusted:
+        for name, entry in trusted.index().items():
+            if entry.get("skipped"):
+                continue
+            try:
+                module = entry.get("module")
+                loaded[name] = importlib.import_module(module) if module else _load_one(trusted, entry["files"])
+            except NotTrusted as error:
+                failed[name] = f"not loaded, to keep this kernel safe: {error.message}"
+            except Exception as error:  # unpickling, and a module's own import code, may raise anything
+                failed[name] = _why_not_here(entry, error)
     return loaded, failed
 
 
@@ -247,26 +274,105 @@ def _why_not_here(entry: dict, error: Exception) -> str:
     )
 
 
-def _load_one(folder: Path, files: list[str]):
-    buffers = [_map(folder / file) for file in files[1:]]
-    with open(folder / files[0], "rb") as f:
+def _load_one(folder: _Folder, files: list[str]):
+    buffers = [_map(folder, file) for file in files[1:]]
+    with os.fdopen(folder.open(files[0]), "rb") as f:
         return pickle.load(f, buffers=buffers)
 
 
-def _map(path: Path):
+def _map(folder: _Folder, file: str):
     """A buffer file mapped copy-on-write: no read into memory, and the loaded array is writable."""
-    size = path.stat().st_size
-    if size == 0:
-        return bytearray()
-    with open(path, "rb") as f:
-        return mmap.mmap(f.fileno(), size, access=mmap.ACCESS_COPY)
+    fd = folder.open(file)
+    try:
+        size = os.fstat(fd).st_size
+        return mmap.mmap(fd, size, access=mmap.ACCESS_COPY) if size else bytearray()
+    finally:
+        os.close(fd)
 
 
 def read_index(folder: Path) -> dict:
+    """What ``folder`` holds (its values.json), {} when it holds nothing; refuses (NotTrusted) a
+    folder or index another user could have written."""
     try:
-        return json.loads((folder / INDEX).read_text())
+        with _Folder(Path(folder)) as trusted:
+            return trusted.index()
     except FileNotFoundError:
         return {}
+
+
+class _Folder:
+    """A folder of values, open and checked (its owner and mode, on the open folder itself), whose
+    files are opened relative to it and checked the same way, following no link."""
+
+    def __init__(self, path: Path):
+        self.path = path
+        self.fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
+        try:
+            _check_trusted(os.fstat(self.fd), path, "the folder")
+        except BaseException:
+            os.close(self.fd)
+            raise
+
+    def __enter__(self) -> "_Folder":
+        return self
+
+    def __exit__(self, *_) -> None:
+        os.close(self.fd)
+
+    def index(self) -> dict:
+        try:
+            with os.fdopen(self.open(INDEX), "rb") as f:
+                return json.loads(f.read())
+        except FileNotFoundError:
+            return {}
+
+    def open(self, name: str) -> int:
+        """The file ``name`` of the folder, opened for reading: a link, a path out of the folder or a
+        file another user could have written is refused."""
+        path = self.path / name
+        if name in ("", ".", "..") or os.sep in name:
+            raise NotTrusted(f"e31 will not load {path}: a value's files are named by the folder's index, never a path out of it.")
+        try:
+            fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK, dir_fd=self.fd)
+        except OSError as error:
+            if error.errno == errno.ELOOP:
+                raise NotTrusted(
+                    f"e31 will not load {path}: it is a link, and e31 loads only files written in the "
+                    "folder itself. Collect the job again into a new folder."
+                ) from None
+            raise
+        try:
+            info = os.fstat(fd)
+            if not stat.S_ISREG(info.st_mode):
+                raise NotTrusted(f"e31 will not load {path}: it is not a regular file.")
+            _check_trusted(info, path, "the file")
+        except BaseException:
+            os.close(fd)
+            raise
+        os.set_blocking(fd, True)
+        return fd
+
+
+def _check_trusted(info: os.stat_result, path: Path, what: str) -> None:
+    """Refuse (NotTrusted) what someone other than this user or root owns, or may write."""
+    me = accounts.current()
+    if info.st_uid not in (me.uid, 0):
+        raise NotTrusted(
+            f"e31 will not load {path}: {what} belongs to {accounts.by_uid(info.st_uid).name}, not to you "
+            f"({me.name}) or the e31 scheduler (root), and unpickling what another user wrote runs their "
+            "code here. Collect the job again into a folder of your own (%e31 collect, or e31 collect), "
+            "or load only what you have checked yourself."
+        )
+    if info.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
+        who = {stat.S_IWGRP: "its group", stat.S_IWOTH: "others"}.get(
+            info.st_mode & (stat.S_IWGRP | stat.S_IWOTH), "its group and others"
+        )
+        raise NotTrusted(
+            f"e31 will not load {path}: {what} is writable by {who} ({stat.filemode(info.st_mode)}), so "
+            "another user could have put their own values there, and unpickling them runs their code "
+            f"here. Collect the job again into a folder of your own, or, if only you could have "
+            f"written it, make it private: chmod go-w {path}."
+        )
 
 
 def files(index: dict) -> list[str]:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import functools
 import getpass
 import json
+import os
 import time
 from pathlib import Path
 
@@ -21,6 +22,7 @@ from .. import __version__, values
 from ..admission import Caller
 from ..errors import Conflict, E31Error, InvalidRequest, NotFound
 from ..job import FINAL_STATES, PAGE_SIZE, parse_iso, whole_number
+from ..jobdir import JobDir
 from ..outputs import collected_file
 from ..queue import Queue
 
@@ -78,13 +80,14 @@ class E31Handler(APIHandler):
             raise InvalidRequest("The request body must be a JSON object.")
         return body
 
-    async def send_file(self, file: Path) -> None:
-        """A file of the job as a download, in chunks; never rendered in the server's origin."""
-        self.set_header("Content-Type", "application/octet-stream")  # sent with the first chunk
-        self.set_header("Content-Disposition", f'attachment; filename="{file.name}"')
-        self.set_header("Content-Security-Policy", "sandbox")
-        self.set_header("Content-Length", str(file.stat().st_size))
-        with open(file, "rb") as f:
+    async def send_file(self, jobdir: JobDir, file: Path) -> None:
+        """A file of the job as a download, in chunks; never rendered in the server's origin.
+        Opened as ``JobDir.open_file`` opens it: no link followed, nothing outside the job's folder."""
+        with _job_file(jobdir, file) as f:
+            self.set_header("Content-Type", "application/octet-stream")  # sent with the first chunk
+            self.set_header("Content-Disposition", f'attachment; filename="{file.name}"')
+            self.set_header("Content-Security-Policy", "sandbox")
+            self.set_header("Content-Length", str(os.fstat(f.fileno()).st_size))
             while chunk := f.read(FILE_CHUNK):
                 self.write(chunk)
                 await self.flush()
@@ -183,10 +186,11 @@ class NotebookHandler(E31Handler):
     @_answers_errors
     async def get(self, job_id):
         job, jobdir = self.job_and_dir(job_id)
-        if not jobdir.executed_notebook.exists():
+        notebook = _read_job_file(jobdir, jobdir.executed_notebook)
+        if notebook is None:
             raise Conflict(f"Job {job_id} is {job['state']} and has no executed notebook yet.")
         self.set_header("Content-Type", "application/json")
-        self.finish(jobdir.executed_notebook.read_bytes())
+        self.finish(notebook)
 
 
 class ReportHandler(E31Handler):
@@ -195,14 +199,15 @@ class ReportHandler(E31Handler):
     @_answers_errors
     async def get(self, job_id):
         job, jobdir = self.job_and_dir(job_id)
-        if not jobdir.report.exists():
+        report = _read_job_file(jobdir, jobdir.report)
+        if report is None:
             raise Conflict(
                 f"Job {job_id} is {job['state']} and has no HTML report"
                 + (" (it was not asked for)." if job["state"] in FINAL_STATES else " yet.")
             )
         # The report is the job's own content: never let it run as this server's origin.
         self.set_header("Content-Security-Policy", "sandbox allow-scripts allow-popups")
-        self.finish(jobdir.report.read_bytes(), set_content_type="text/html; charset=utf-8")
+        self.finish(report, set_content_type="text/html; charset=utf-8")
 
 
 class FilesHandler(E31Handler):
@@ -227,7 +232,7 @@ class FileHandler(E31Handler):
     @_answers_errors
     async def get(self, job_id, path):
         _, jobdir = self.job_and_dir(job_id)
-        await self.send_file(collected_file(jobdir, jobdir.read_json(jobdir.manifest), path))
+        await self.send_file(jobdir, collected_file(jobdir, jobdir.read_json(jobdir.manifest), path))
 
 
 class ValuesHandler(E31Handler):
@@ -236,7 +241,7 @@ class ValuesHandler(E31Handler):
     @_answers_errors
     async def get(self, job_id):
         _, jobdir = self.job_and_dir(job_id)
-        index = values.read_index(jobdir.values)
+        index = _values_index(jobdir)
         self.finish({"values": values.describe(index), "files": values.files(index)})
 
 
@@ -246,9 +251,9 @@ class ValueFileHandler(E31Handler):
     @_answers_errors
     async def get(self, job_id, name):
         _, jobdir = self.job_and_dir(job_id)
-        if name not in values.files(values.read_index(jobdir.values)):
+        if name not in values.files(_values_index(jobdir)):
             raise NotFound(f"Job {job_id} returned no value file {name!r}.")
-        await self.send_file(jobdir.values / name)
+        await self.send_file(jobdir, jobdir.values / name)
 
 
 class LogHandler(E31Handler):
@@ -257,7 +262,7 @@ class LogHandler(E31Handler):
     @_answers_errors
     async def get(self, job_id):
         job, jobdir = self.job_and_dir(job_id)
-        data = jobdir.log.read_bytes() if jobdir.log.exists() else b""
+        data = _read_job_file(jobdir, jobdir.log) or b""
         tail = self.get_argument("tail", None)
         if tail is not None:
             lines = whole_number(tail, "tail")
@@ -309,6 +314,28 @@ class GpusHandler(E31Handler):
     async def get(self):
         pool = self.queue.gpu_pool(self.caller)
         self.finish({**pool, "source": self.settings["e31_gpu_source"]})
+
+
+def _job_file(jobdir: JobDir, path: Path):
+    """``path`` of the job's folder, open; a missing one is NotFound."""
+    try:
+        return jobdir.open_file(path)
+    except FileNotFoundError:
+        raise NotFound(f"Job {jobdir.path.name} has no file {path.relative_to(jobdir.path)}.") from None
+
+
+def _read_job_file(jobdir: JobDir, path: Path) -> bytes | None:
+    """The contents of ``path`` of the job's folder, None when it has none."""
+    try:
+        with jobdir.open_file(path) as f:
+            return f.read()
+    except FileNotFoundError:
+        return None
+
+
+def _values_index(jobdir: JobDir) -> dict:
+    """The index of the values the job returned, read without following links."""
+    return jobdir.read_json(jobdir.values / values.INDEX, {})
 
 
 def routes() -> list[tuple[str, type]]:
