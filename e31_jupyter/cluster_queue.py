@@ -47,10 +47,12 @@ class ClusterQueue(Queue):
         await super().stop()
 
     async def _hand_over(self, job_id: str, spec: JobSpec) -> dict:
-        """Submit to the cluster: if the scheduler refuses the job (an unknown partition, say),
-        the user gets its message and no job exists."""
+        """Submit to the cluster, as the account the job runs as: if the scheduler refuses the
+        job (an unknown partition, say), or it cannot run as its submitter here, the user gets
+        the message and no job exists."""
         after = self._handles_of_active(spec.after)
-        handle = await asyncio.to_thread(self.backend.submit, job_id, self.jobdir(job_id), spec, after)
+        account = self._account_of(self.store.get(job_id))
+        handle = await asyncio.to_thread(self.backend.submit, job_id, self.jobdir(job_id), spec, after, account)
         return {"handle": json.dumps(handle)}
 
     def _handles_of_active(self, after: list[str]) -> list[dict]:

@@ -27,7 +27,8 @@ from dataclasses import replace
 from pathlib import Path
 
 from . import gpus as gpu_inventory
-from . import datadir, meter, policy, views
+from . import accounts, datadir, meter, policy, views
+from .accounts import Account
 from .admission import Admission, Caller, Revision
 from .dependencies import Standing, broken_reason, standing
 from .errors import Conflict, E31Error, Gone, InvalidRequest, NotFound
@@ -644,22 +645,39 @@ class Queue:
         self._begin(job_id, devices)
 
     def _begin(self, job_id: str, devices: list[str]) -> None:
-        """Start the process of a job recorded as running on ``devices``."""
+        """Start the process of a job recorded as running on ``devices``, as the account it runs
+        as (decided here, once); a job that cannot run as it fails at start, saying why."""
+        try:
+            account = self._account_of(self.store.get(job_id))
+        except E31Error as error:
+            self._launched(job_id, None, error.message)
+            return
         if getattr(self.backend, "starts_slowly", False):
-            self._loop.run_in_executor(None, self._launch_in_thread, job_id, devices)
+            self._loop.run_in_executor(None, self._launch_in_thread, job_id, devices, account)
         else:
-            self._launched(job_id, *self._launch(job_id, devices))
+            self._launched(job_id, *self._launch(job_id, devices, account))
 
-    def _launch(self, job_id: str, devices: list[str]) -> tuple[dict | None, str]:
+    def _account_of(self, job: dict) -> Account:
+        """The Unix account ``job`` runs as (c.E31.jobs_run_as); E31Error when it cannot run here."""
+        return accounts.runs_as(job["owner"], self.settings.jobs_run_as)
+
+    def _account_or_none(self, job_id: str) -> Account | None:
+        """The account the job runs as, or None for one that never could (nothing of it runs)."""
+        try:
+            return self._account_of(self.store.get(job_id))
+        except E31Error:
+            return None
+
+    def _launch(self, job_id: str, devices: list[str], account: Account) -> tuple[dict | None, str]:
         """Start the job's worker: its handle, or why it could not start."""
         try:
-            return self.backend.start(job_id, self.jobdir(job_id), devices), ""
+            return self.backend.start(job_id, self.jobdir(job_id), devices, account), ""
         except Exception as error:
             log.exception("e31: could not start job %s", job_id)
             return None, str(error) or type(error).__name__
 
-    def _launch_in_thread(self, job_id: str, devices: list[str]) -> None:
-        outcome = self._launch(job_id, devices)
+    def _launch_in_thread(self, job_id: str, devices: list[str], account: Account) -> None:
+        outcome = self._launch(job_id, devices, account)
         self._loop.call_soon_threadsafe(self._launched, job_id, *outcome)
 
     def _launched(self, job_id: str, handle: dict | None, error: str) -> None:
@@ -700,7 +718,7 @@ class Queue:
         job = self.store.get(job_id)
         if job is None or job["state"] != JobState.RUNNING.value:
             return
-        self.backend.sweep(job_id)
+        self.backend.sweep(job_id, self._account_or_none(job_id))
         jobdir = self.jobdir(job_id)
         state, reason = _final_state(job, jobdir.read_json(jobdir.manifest), exit_code, start_error)
         if state == "failed" and _disk_full(jobdir.path, reason):
@@ -745,7 +763,7 @@ class Queue:
     def _start_unstarted(self, job: dict) -> None:
         """A server killed after recording a job as running but before starting its process: the
         job still holds its GPUs, so it starts on them now, and the meter counts from now."""
-        self.backend.sweep(job["id"])  # e.g. a container created but never started
+        self.backend.sweep(job["id"], self._account_or_none(job["id"]))  # e.g. a container created but never started
         devices = job["granted"]
         on = f" on GPU(s) {', '.join(devices)}" if devices else ""
         reason = (
@@ -761,7 +779,7 @@ class Queue:
         """A server killed between starting a job and recording its handle: find the job's
         process by its job id, so a running job is adopted rather than taken for lost."""
         recover = getattr(self.backend, "recover", None)
-        handle = recover(job_id) if recover else None
+        handle = recover(job_id, self._account_or_none(job_id)) if recover else None
         if handle is not None:
             self.store.update(job_id, handle=json.dumps(handle))
         return handle

@@ -31,6 +31,7 @@ class ServerProcess:
         token: str = "e31-test-token",
         extra_args: list[str] = (),
         log_path: Path | None = None,
+        env: dict[str, str] | None = None,
     ):
         self.data_dir = Path(data_dir)
         self.gpus = gpus
@@ -38,6 +39,7 @@ class ServerProcess:
         self.token = token
         self.extra_args = list(extra_args)
         self.log_path = log_path or self.data_dir.parent / f"server-{id(self)}.log"
+        self.env = dict(env or {})  # more environment variables for the server, over this process's
         self.port = None
         self.proc: subprocess.Popen | None = None
 
@@ -61,7 +63,7 @@ class ServerProcess:
     def start(self, timeout: float = 60) -> "ServerProcess":
         self.port = free_port()
         self.log_file = open(self.log_path, "ab")
-        env = {**os.environ, "JUPYTER_NO_CONFIG": "", "PYTHONUNBUFFERED": "1"}
+        env = {**os.environ, "JUPYTER_NO_CONFIG": "", "PYTHONUNBUFFERED": "1", **self.env}
         self.proc = subprocess.Popen(
             self.command(), stdout=self.log_file, stderr=subprocess.STDOUT, env=env,
             stdin=subprocess.DEVNULL,

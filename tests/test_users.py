@@ -28,6 +28,9 @@ class TokenPerUser(IdentityProvider):
 
 c.ServerApp.identity_provider_class = TokenPerUser
 c.E31.admin_users = ["boss"]
+# alice, bob and boss are names, not Unix accounts: by default (jobs run as their submitter) a
+# root server could not start their jobs. These tests are about the API's view of ownership.
+c.E31.jobs_run_as = "server"
 '''
 
 

@@ -9,7 +9,9 @@ image, before its first job). The container gets:
 - the job's directory, read-write at the same path, and the configured read-only mounts: nothing
   else of the host; a private ``/tmp`` is its home;
 - no network unless configured, the job's memory and CPU limits, all capabilities dropped;
-- the configured uid (default: the server's, which is the submitting user's under JupyterHub);
+- the configured uid, or else the job's account's uid:gid (its submitter's, ``accounts.runs_as``),
+  and the job's directory given to that user before it starts;
+- an environment that holds no secret (``job_env``: the allowlist without this machine's paths);
 - the label ``e31.job=<job id>``: a restarted server adopts running containers, and release
   removes the job's containers whatever state they are in.
 """
@@ -27,11 +29,13 @@ import docker
 from docker.errors import APIError, DockerException, ImageNotFound, NotFound
 from docker.types import DeviceRequest, Mount
 
+from .. import accounts
+from ..accounts import Account
 from ..errors import E31Error
 from ..gpus import visible_devices_env
 from ..job import ContainerLimits
+from ..job_env import job_environment
 from ..jobdir import JobDir
-from .local import JOB_ID_VAR
 
 log = logging.getLogger("e31")
 
@@ -71,12 +75,14 @@ class DockerBackend:
         cpus: float | None = None,
         user: str = "",
         python: str = "python3",
+        job_env: list[str] = (),
     ):
         self.container_limits = ContainerLimits(image, list(allowed_images), memory_bytes, cpus)
         self.mounts = [_read_only_mount(m) for m in mounts]
         self.network = network
-        self.user = user or f"{os.getuid()}:{os.getgid()}"
+        self.user = user  # "UID[:GID]" of every container; "": the job's account's
         self.python = python
+        self.job_env = list(job_env)  # c.E31.job_env: more variables for every job
         self._engine: docker.DockerClient | None = None
         self._usable_images: set[str] = set()  # ids of images that have what a job needs
 
@@ -88,8 +94,8 @@ class DockerBackend:
 
     # --- the backend interface ----------------------------------------------------------------
 
-    def start(self, job_id: str, jobdir: JobDir, devices: list[str]) -> dict:
-        container = self.create(job_id, jobdir, devices)
+    def start(self, job_id: str, jobdir: JobDir, devices: list[str], account: Account | None = None) -> dict:
+        container = self.create(job_id, jobdir, devices, account)
         try:
             container.start()
         except APIError as error:  # e.g. GPUs asked of an engine without GPU support
@@ -97,7 +103,7 @@ class DockerBackend:
             raise E31Error(f"the Docker engine could not start the container: {_message(error)}") from None
         return {"container": container.id}
 
-    def recover(self, job_id: str) -> dict | None:
+    def recover(self, job_id: str, account: Account | None = None) -> dict | None:
         """The handle of the job's container, found by its label: for a server that died between
         starting the container and recording its handle."""
         try:
@@ -138,7 +144,7 @@ class DockerBackend:
         except NotFound:
             pass  # it ended and was removed meanwhile
 
-    def sweep(self, job_id: str) -> None:
+    def sweep(self, job_id: str, account: Account | None = None) -> None:
         """Release: remove every container of the job, running or not."""
         try:
             for container in self._job_containers(job_id):
@@ -150,19 +156,25 @@ class DockerBackend:
 
     # --- the container --------------------------------------------------------------------------
 
-    def create(self, job_id: str, jobdir: JobDir, devices: list[str]):
-        """The job's container, created and not yet started."""
+    def create(self, job_id: str, jobdir: JobDir, devices: list[str], account: Account | None = None):
+        """The job's container, created and not yet started, run as ``account`` (default: the
+        server's) unless c.E31.docker_user names a user for all."""
+        account = account or accounts.current()
         spec = jobdir.read_json(jobdir.spec)
         image = spec.get("image") or self.container_limits.default_image
         self._check_image(image)
-        self._hand_over(jobdir)
-        settings = self._settings(job_id, jobdir, devices, spec["request"])
+        user = self.user or f"{account.uid}:{account.gid}"
+        uid, _, gid = user.partition(":")
+        accounts.give_folder(jobdir.path, int(uid), int(gid) if gid else -1)
+        settings = self._settings(job_id, jobdir, devices, spec["request"], user, account)
         try:
             return self.engine.containers.create(image, **settings)
         except APIError as error:
             raise E31Error(f"the Docker engine could not create the container: {_message(error)}") from None
 
-    def _settings(self, job_id: str, jobdir: JobDir, devices: list[str], request: dict) -> dict:
+    def _settings(
+        self, job_id: str, jobdir: JobDir, devices: list[str], request: dict, user: str, account: Account
+    ) -> dict:
         path = str(jobdir.path.resolve())
         package = f"{PACKAGE_PARENT_IN_CONTAINER}/{PACKAGE_DIR.name}"
         memory = request.get("memory_bytes") or self.container_limits.max_memory_bytes
@@ -171,9 +183,9 @@ class DockerBackend:
             "command": [self.python, "-c", _LOGGED_WORKER, str(jobdir.log.resolve()), path],
             "name": f"e31-{job_id}",
             "labels": {JOB_LABEL: job_id},
-            "user": self.user,
+            "user": user,
             "working_dir": str(jobdir.work.resolve()),
-            "environment": self._environment(job_id, devices),
+            "environment": self._environment(job_id, devices, account),
             "mounts": [_mount(path, path, read_only=False), _mount(str(PACKAGE_DIR), package), *self.mounts],
             "tmpfs": {HOME_IN_CONTAINER: "mode=1777"},
             "network_mode": self.network,
@@ -186,13 +198,14 @@ class DockerBackend:
             "security_opt": ["no-new-privileges"],
         }
 
-    def _environment(self, job_id: str, devices: list[str]) -> dict[str, str]:
+    def _environment(self, job_id: str, devices: list[str], account: Account) -> dict[str, str]:
         # In the container the granted GPUs are the only ones, numbered from 0; the engine sets
         # NVIDIA_VISIBLE_DEVICES from the device request (and "void" hides all from a 0-GPU job).
-        env = visible_devices_env([str(i) for i in range(len(devices))])
+        visible = visible_devices_env([str(i) for i in range(len(devices))])
         if devices:
-            del env["NVIDIA_VISIBLE_DEVICES"]
-        env.update({JOB_ID_VAR: job_id, "HOME": HOME_IN_CONTAINER, "PYTHONPATH": PACKAGE_PARENT_IN_CONTAINER})
+            del visible["NVIDIA_VISIBLE_DEVICES"]
+        env = job_environment(account, job_id, visible, self.job_env, on_host=False)
+        env.update({"HOME": HOME_IN_CONTAINER, "PYTHONPATH": PACKAGE_PARENT_IN_CONTAINER})
         return env
 
     def _check_image(self, image: str) -> None:
@@ -218,7 +231,7 @@ class DockerBackend:
     def _missing_in(self, image_id: str) -> str:
         """What the image lacks of what a job needs, in the words of the failed import ("" if nothing)."""
         probe = self.engine.containers.create(
-            image_id, [self.python, "-c", _IMAGE_CHECK], user=self.user, network_mode="none"
+            image_id, [self.python, "-c", _IMAGE_CHECK], user=self.user or _servers_user(), network_mode="none"
         )
         try:
             probe.start()
@@ -231,17 +244,6 @@ class DockerBackend:
         finally:
             probe.remove(force=True)
 
-    def _hand_over(self, jobdir: JobDir) -> None:
-        """A root server running jobs as another user gives it the job's directory."""
-        uid, _, gid = self.user.partition(":")
-        if os.geteuid() != 0 or int(uid) == 0:
-            return
-        owner = (int(uid), int(gid) if gid else -1)
-        os.chown(jobdir.path, *owner)
-        for folder, dirs, files in os.walk(jobdir.path):
-            for name in dirs + files:
-                os.chown(os.path.join(folder, name), *owner, follow_symlinks=False)
-
     def _job_containers(self, job_id: str) -> list:
         return self.engine.containers.list(all=True, filters={"label": f"{JOB_LABEL}={job_id}"}, ignore_removed=True)
 
@@ -252,6 +254,10 @@ class DockerBackend:
             return self.engine.containers.get(handle["container"])
         except NotFound:
             return None
+
+
+def _servers_user() -> str:
+    return f"{os.getuid()}:{os.getgid()}"
 
 
 def _connect() -> docker.DockerClient:

@@ -31,6 +31,8 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from .. import accounts
+from ..accounts import Account
 from ..errors import Conflict, E31Error, InvalidRequest
 from ..job import JobSpec, Request
 from ..jobdir import JobDir
@@ -160,14 +162,21 @@ class SlurmBackend:
             )  # fmt: skip
         return self.shared_dir
 
-    def submit(self, job_id: str, jobdir: JobDir, spec: JobSpec, after: list[dict] = ()) -> dict:
+    def submit(
+        self, job_id: str, jobdir: JobDir, spec: JobSpec, after: list[dict] = (), account: Account | None = None
+    ) -> dict:
         """``sbatch``: Slurm's message (a bad partition, say) becomes the user's error. ``after``:
-        handles of jobs that must succeed first (``--dependency=afterok``)."""
+        handles of jobs that must succeed first (``--dependency=afterok``). ``account``: who the
+        job runs as; a root server submits for that user (``--uid``), who gets the job's folder;
+        a user's own server submits as its user."""
         script = jobdir.path.resolve() / SCRIPT
         script.write_text(self.batch_script(job_id, jobdir))
         script.chmod(0o755)
         waits = [f"--dependency={dependency(after)}"] if after else []
-        output = self._run(["sbatch", *self.sbatch_args(job_id, jobdir, spec), *waits, str(script)], refused=True)
+        if account is not None:
+            accounts.give_folder(jobdir.path, account.uid, account.gid)
+        args = [*self.sbatch_args(job_id, jobdir, spec), *_submit_as(account), *waits]
+        output = self._run(["sbatch", *args, str(script)], refused=True)
         slurm_id = output.strip().split(";")[0]  # "ID" or "ID;CLUSTER"
         return {"slurm_id": slurm_id, "jobdir": str(jobdir.path.resolve())}
 
@@ -318,6 +327,13 @@ class SlurmBackend:
         if refused:
             raise E31Error(f"Slurm refused the job: {message}", status=400)
         raise E31Error(f"{command[0]}: {message}", status=503)
+
+
+def _submit_as(account: Account | None) -> list[str]:
+    """sbatch's arguments that make root's submit another user's job (Slurm lets only root)."""
+    if account is None or os.geteuid() != 0 or account.is_root:
+        return []
+    return [f"--uid={account.uid}", f"--gid={account.gid}"]
 
 
 # --- Slurm's words -> e31's ---------------------------------------------------------------------

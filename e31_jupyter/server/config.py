@@ -11,6 +11,7 @@ from traitlets.config import Configurable
 
 from ..errors import InvalidRequest
 from ..job import parse_cpus, parse_duration, parse_memory
+from ..job_env import check_configured
 from ..policy import DEFAULT_POLICY, E31_LONG_SHARE, POLICIES
 
 
@@ -97,9 +98,9 @@ class E31(Configurable):
     ).tag(config=True)
 
     docker_user = Unicode(
-        help="The user job containers run as: 'UID' or 'UID:GID'. Default: the uid and gid the "
-        "server runs as, i.e. the submitting user's under JupyterHub. A root server hands each "
-        "job's directory to this user before the job starts."
+        help="The user every job container runs as: 'UID' or 'UID:GID'. Default: the account "
+        "the job runs as (c.E31.jobs_run_as: its submitter's, or the server's). A root server "
+        "hands each job's directory to that user before the job starts."
     ).tag(config=True)
 
     docker_python = Unicode(
@@ -190,9 +191,10 @@ class E31(Configurable):
                 "setup": self.slurm_setup,
             }
         if self.backend != "docker":
-            return {}
+            return {"job_env": list(self.job_env)}
         memory = self.docker_memory
         return {
+            "job_env": list(self.job_env),
             "image": self.docker_image,
             "allowed_images": list(self.docker_allowed_images),
             "mounts": list(self.docker_mounts),
@@ -269,6 +271,31 @@ class E31(Configurable):
         if proposal["value"] < 0:
             raise ValueError("c.E31.gpu_hour_rate must be 0 or more.")
         return proposal["value"]
+
+    jobs_run_as = Enum(
+        ["submitter", "server"],
+        default_value="submitter",
+        help="Whose Unix account a job runs as. 'submitter' (the default): a scheduler run as root "
+        "starts each job as the user who submitted it (uid, gid and groups), in a folder only that "
+        "user can open; a job whose owner has no Unix account here, or that a scheduler not run "
+        "as root would have to start as another user, fails at start saying so. 'server': every "
+        "job runs as the server's own account, as a single-user server does; on a server that "
+        "several users reach, this gives no isolation between them: their jobs can read and "
+        "change each other's files.",
+    ).tag(config=True)
+
+    job_env = List(
+        Unicode(),
+        help="More environment variables for every job: a NAME (its value from the server's "
+        "environment) or NAME=VALUE. A job otherwise gets only an allowlist (PATH, locale, "
+        "thread counts, the Python environment; see e31_jupyter/job_env.py), never the server's "
+        "tokens. Names that look like credentials (TOKEN, SECRET, PASSWORD, JPY_*, E31_*) are "
+        "refused: a job runs its submitter's code.",
+    ).tag(config=True)
+
+    @validate("job_env")
+    def _check_job_env(self, proposal):
+        return check_configured(proposal["value"])
 
 
 def _split_items(values: list[str]) -> list[str]:

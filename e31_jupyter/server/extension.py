@@ -45,6 +45,8 @@ class E31Extension(ExtensionApp):
             delete_files_after_s=(
                 parse_duration(config.delete_files_after, "delete_files_after") if config.delete_files_after else None
             ),
+            jobs_run_as=config.jobs_run_as,
+            job_env=list(config.job_env),
         )
         try:
             backend = backends.create(config.backend, **config.backend_settings())
