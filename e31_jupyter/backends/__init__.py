@@ -1,17 +1,20 @@
 """Where a job runs. Each backend has one small interface:
 
-``start(job_id, jobdir, devices) -> handle`` launches the worker and returns a JSON-able handle
-that the store keeps, so a restarted server can ``adopt(job_id, handle)`` it; ``wait(handle)``
-blocks until the job's process has ended and returns its exit code (None when unknown);
-``stop(job_id, handle, grace)`` ends it (politely first); ``sweep(job_id)`` ends anything the job
-left behind; ``recover(job_id) -> handle | None`` (optional) finds a job's worker by its id when
-the server died before recording the handle. A backend that runs jobs in containers also has
+``start(job_id, jobdir, devices, account) -> handle`` launches the worker as ``account`` (an
+``accounts.Account``, the one the queue resolved for the job: its submitter's or the server's),
+with the job's folder given to it and an environment from ``job_env``, and returns a JSON-able
+handle that the store keeps, so a restarted server can ``adopt(job_id, handle)`` it;
+``wait(handle)`` blocks until the job's process has ended and returns its exit code (None when
+unknown); ``stop(job_id, handle, grace)`` ends it (politely first); ``sweep(job_id, account)``
+ends anything the job left behind; ``recover(job_id, account) -> handle | None`` (optional)
+finds a job's worker by its id when the server died before recording the handle. Stop, sweep
+and recover touch only processes of the job's account. A backend that runs jobs in containers also has
 ``container_limits`` (``job.ContainerLimits``): the images, memory and CPUs a job may ask for at
 submit. ``starts_slowly = True`` asks the queue to call ``start`` in a thread, off the server's
 event loop.
 
 A backend that is itself a scheduler (Slurm) has ``schedules = True`` and another interface,
-used by ``cluster_queue.ClusterQueue``: ``submit(job_id, jobdir, spec) -> handle`` (raising
+used by ``cluster_queue.ClusterQueue``: ``submit(job_id, jobdir, spec, after, account) -> handle`` (raising
 E31Error with the scheduler's own message when it refuses the job), ``poll({job_id: handle})
 -> {job_id: BackendStatus}``, ``cancel(job_id, handle)``, ``find(job_id, jobdir) -> handle | None``
 (a job the cluster took while its server died before recording the handle), ``pool()`` (the
