@@ -6,13 +6,17 @@ import os
 import re
 
 from jupyter_core.paths import jupyter_data_dir
-from traitlets import Enum, Float, Int, List, Unicode, default, validate
+from traitlets import Bool, Enum, Float, Int, List, Unicode, default, validate
 from traitlets.config import Configurable
 
+from ..client import SYSTEM_SOCKET  # noqa: F401 (where e31 serve --system listens)
 from ..errors import InvalidRequest
 from ..job import parse_cpus, parse_duration, parse_memory
 from ..job_env import check_configured
 from ..policy import DEFAULT_POLICY, E31_LONG_SHARE, POLICIES
+
+
+SYSTEM_DATA_DIR = "/var/lib/e31"  # the system scheduler's, owned by root
 
 
 class E31(Configurable):
@@ -141,6 +145,26 @@ class E31(Configurable):
         Unicode(), help="Users who see and cancel every job, not only their own."
     ).tag(config=True)
 
+    admin_group = Unicode(
+        help="A Unix group whose members are admins too (see and cancel every job). Meant for "
+        "the system scheduler (e31 serve --system), where it is read from the system's own "
+        "group database, not from anything a user configures."
+    ).tag(config=True)
+
+    system = Bool(
+        False,
+        help="Run as the system scheduler of a shared machine (set by `e31 serve --system`): "
+        "root owns the data directory and the store, callers are named by the kernel from the "
+        "Unix socket they connect to, and each job runs as the user who submitted it.",
+    ).tag(config=True)
+
+    scheduler_socket = Unicode(
+        help="The Unix socket of the machine's system scheduler (e.g. /run/e31/e31.sock). Set, "
+        "this server keeps no queue of its own: it forwards the e31 API to that scheduler, which "
+        "knows the caller as this server's Unix user, and hands over the notebooks and data a "
+        "submit names, read with this user's permissions."
+    ).tag(config=True)
+
     stop_grace = Float(
         5.0, help="Seconds between SIGTERM and SIGKILL when a job is cancelled or times out."
     ).tag(config=True)
@@ -169,7 +193,7 @@ class E31(Configurable):
 
     @default("data_dir")
     def _default_data_dir(self):
-        return os.path.join(jupyter_data_dir(), "e31")
+        return SYSTEM_DATA_DIR if self.system else os.path.join(jupyter_data_dir(), "e31")
 
     @validate("gpus")
     def _split_device_lists(self, proposal):
@@ -277,8 +301,8 @@ class E31(Configurable):
         default_value="submitter",
         help="Whose Unix account a job runs as. 'submitter' (the default): a scheduler run as root "
         "starts each job as the user who submitted it (uid, gid and groups), in a folder only that "
-        "user can open; a job whose owner has no Unix account here, or that a scheduler not run "
-        "as root would have to start as another user, fails at start saying so. 'server': every "
+        "user can open; a job whose owner has no Unix account here fails at start saying so. A "
+        "server not run as root can start no other user's processes: its jobs run as itself. 'server': every "
         "job runs as the server's own account, as a single-user server does; on a server that "
         "several users reach, this gives no isolation between them: their jobs can read and "
         "change each other's files.",
