@@ -23,9 +23,12 @@ ERRORS_BY_STATUS = {400: InvalidRequest, 404: NotFound, 409: Conflict}
 JOB_ID = re.compile(r"\d{6}-[0-9a-f]{8}")  # as the queue makes them: submit date, then 8 hex digits
 SHORTEST_REF = 4  # characters of an id that name a job
 LAST = "last"  # names your newest job
+UNIX_SCHEME = "http+unix://"
+SYSTEM_SOCKET = "/run/e31/e31.sock"  # the machine's system scheduler (e31 serve --system), if any
 NO_SERVER_HINT = (
     "Start one with `e31 lab` or `e31 serve`, "
-    "or point to one with E31_URL and E31_TOKEN (or --url and --token)."
+    "or point to one with E31_URL and E31_TOKEN or E31_TOKEN_FILE (or --url), or to a system scheduler "
+    "with E31_SOCKET."
 )
 
 
@@ -40,11 +43,19 @@ class E31Client:
         self.session = requests.Session()
         url = url or os.environ.get("E31_URL")
         if url:
-            self._use(url, token or os.environ.get("E31_TOKEN", ""))
+            self._use(url, token or _token_from_environment() or _token_of_running_server(url))
+        elif os.environ.get("E31_SOCKET"):
+            self._use(socket_url(os.environ["E31_SOCKET"]), "")
         elif not self._discover():
             raise ServerUnavailable(f"No running Jupyter server with e31 was found. {NO_SERVER_HINT}")
 
     def _use(self, url: str, token: str) -> None:
+        if url.startswith("unix:"):
+            url = socket_url(url.removeprefix("unix:").removeprefix("//"))
+        if url.startswith(UNIX_SCHEME):  # the system scheduler: the kernel says who we are
+            import requests_unixsocket
+
+            self.session = requests_unixsocket.Session()
         self.url = url.rstrip("/") + "/"
         self.api = self.url + API_PREFIX
         if token:
@@ -53,10 +64,13 @@ class E31Client:
             self.session.headers.pop("Authorization", None)
 
     def _discover(self) -> bool:
-        from jupyter_server.serverapp import list_running_servers
-
-        for server in list_running_servers():
-            self._use(server["url"], server.get("token", ""))
+        """The first of this user's running Jupyter servers that serves e31, else the machine's
+        system scheduler."""
+        candidates = [(server["url"], server.get("token", "")) for server in _running_servers()]
+        if os.path.exists(SYSTEM_SOCKET):
+            candidates.append((socket_url(SYSTEM_SOCKET), ""))
+        for url, token in candidates:
+            self._use(url, token)
             try:
                 response = self.session.get(self.api + "gpus", timeout=PROBE_TIMEOUT)
             except requests.RequestException:
@@ -291,6 +305,56 @@ def _private_file(path: Path):
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
     os.fchmod(fd, 0o600)
     return os.fdopen(fd, "wb")
+
+
+def socket_url(socket_path: str) -> str:
+    """The base URL of a server on a Unix socket, as requests-unixsocket reads it."""
+    return UNIX_SCHEME + quote(socket_path, safe="")
+
+
+def _token_from_environment() -> str:
+    """``$E31_TOKEN``, else the first line of the file ``$E31_TOKEN_FILE`` names."""
+    if os.environ.get("E31_TOKEN"):
+        return os.environ["E31_TOKEN"]
+    path = os.environ.get("E31_TOKEN_FILE")
+    if not path:
+        return ""
+    try:
+        return Path(path).read_text().strip()
+    except OSError as error:
+        raise ServerUnavailable(f"Cannot read the token file E31_TOKEN_FILE={path} ({error.strerror}).") from None
+
+
+def _token_of_running_server(url: str) -> str:
+    """The token of this user's running Jupyter server at ``url``, from its runtime file (which
+    only this user can read): kernels are given the address, never the token."""
+    wanted = url.rstrip("/")
+    for server in _running_servers():
+        if server.get("url", "").rstrip("/") == wanted:
+            return server.get("token", "")
+    return ""
+
+
+def _running_servers() -> list[dict]:
+    """This user's running Jupyter servers, from their runtime files (without importing
+    jupyter_server, which takes seconds)."""
+    from jupyter_core.paths import jupyter_runtime_dir
+
+    servers = []
+    files = sorted(Path(jupyter_runtime_dir()).glob("jpserver-*.json"), key=_modified, reverse=True)
+    for file in files:  # the newest first: a dead server's file may name the same address
+        try:
+            servers.append(json.loads(file.read_text()))
+        except (OSError, ValueError):
+            continue
+    return servers
+
+
+def _modified(path: Path) -> float:
+    try:
+        return path.stat().st_mtime
+    except OSError:
+        return 0.0
 
 
 def _id_starts_with(job_id: str, ref: str) -> bool:

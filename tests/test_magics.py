@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import os
 import re
+import subprocess
+import sys
 import threading
 from dataclasses import dataclass, field
 
@@ -267,7 +269,8 @@ def test_a_cell_can_wait_for_another_job_to_succeed(kernel, client, gated):
 
 
 def test_kernels_started_by_the_server_find_the_queue_by_themselves(server):
-    """The server puts its address and token in its kernels' environment: no setup in them."""
+    """The server puts its address in its kernels' environment, never its token: the client reads
+    that from the server's runtime file, which only this user can read."""
     import psutil
     import requests
 
@@ -280,7 +283,13 @@ def test_kernels_started_by_the_server_find_the_queue_by_themselves(server):
         assert kernels
         environ = kernels[0].environ()
         assert environ["E31_URL"].rstrip("/") == server.url.rstrip("/")
-        assert environ["E31_TOKEN"] == server.token
+        assert "E31_TOKEN" not in environ and server.token not in "".join(environ.values())
+        found = subprocess.run(
+            [sys.executable, "-c", "from e31_jupyter.client import E31Client; print(len(E31Client().jobs()))"],
+            env={k: v for k, v in environ.items() if k in ("E31_URL", "PATH", "HOME", "JUPYTER_RUNTIME_DIR")},
+            capture_output=True, text=True, timeout=60,
+        )  # fmt: skip
+        assert found.returncode == 0 and found.stdout.strip() == "0", found.stderr
     finally:
         requests.delete(f"{server.url}/api/kernels/{kernel.json()['id']}", headers=headers, timeout=30)
 

@@ -6,6 +6,7 @@ import os
 import sys
 
 LAUNCHERS = ("lab", "serve")
+SYSTEM_FLAG = "--system"  # e31 serve --system: the scheduler of a machine shared by several users
 
 
 def launcher_argv(command: str, extra: list[str], as_root: bool | None = None) -> list[str]:
@@ -15,6 +16,7 @@ def launcher_argv(command: str, extra: list[str], as_root: bool | None = None) -
     if command == "lab":
         return [sys.executable, "-m", "jupyterlab", *root_flag, *extra]
     extensions = {name: False for name in _enabled_server_extensions()} | {"e31_jupyter": True}
+    system = _not_overridden([*system_args(), "--allow-root"], extra) if SYSTEM_FLAG in extra else []
     return [
         sys.executable,
         "-m",
@@ -23,7 +25,23 @@ def launcher_argv(command: str, extra: list[str], as_root: bool | None = None) -
         "--ServerApp.open_browser=False",
         "--ServerApp.reraise_server_extension_failures=True",  # a server without its queue is no use
         *root_flag,
-        *extra,
+        *system,
+        *(arg for arg in extra if arg != SYSTEM_FLAG),  # after ours: the caller's settings win
+    ]
+
+
+def system_args() -> list[str]:
+    """What makes ``e31 serve --system`` the machine's scheduler: a Unix socket that anyone may
+    connect to (the kernel names each caller), nothing on TCP, no token, root's own config only."""
+    from ..client import SYSTEM_SOCKET
+
+    return [
+        "--E31.system=True",
+        f"--ServerApp.sock={SYSTEM_SOCKET}",
+        "--ServerApp.sock_mode=0666",
+        "--ServerApp.identity_provider_class=e31_jupyter.server.identity.PeerCredIdentityProvider",
+        "--ServerApp.root_dir=/",
+        "--ServerApp.allow_remote_access=True",  # no TCP, so no DNS rebinding; the Host header names the socket
     ]
 
 
@@ -42,7 +60,34 @@ def _enabled_server_extensions() -> list[str]:
 
 def launch(command: str, extra: list[str]) -> int:
     """Replace this process with Jupyter, so Ctrl-C and exit codes are Jupyter's own."""
+    if SYSTEM_FLAG in extra:
+        if command != "serve":
+            print("e31: --system is for `e31 serve`, the scheduler of a shared machine.", file=sys.stderr)
+            return 2
+        if os.geteuid() != 0:
+            print(
+                "e31: the system scheduler runs as root: it starts each job as the user who submitted it. "
+                "Run `sudo e31 serve --system` (or its systemd unit); a queue of your own is `e31 lab`.",
+                file=sys.stderr,
+            )
+            return 2
+        _make_socket_folder()
     argv = launcher_argv(command, extra)
     sys.stdout.flush()
     os.execv(argv[0], argv)
     return 0  # not reached
+
+
+def _not_overridden(defaults: list[str], given: list[str]) -> list[str]:
+    """The ``--Name=value`` defaults that ``given`` does not set itself (traitlets takes one each)."""
+    names = {arg.split("=", 1)[0] for arg in given}
+    return [arg for arg in defaults if arg.split("=", 1)[0] not in names]
+
+
+def _make_socket_folder() -> None:
+    """/run/e31, where the socket goes: root's, and searchable by everyone."""
+    from ..client import SYSTEM_SOCKET
+
+    folder = os.path.dirname(SYSTEM_SOCKET)
+    os.makedirs(folder, mode=0o755, exist_ok=True)
+    os.chmod(folder, 0o755)

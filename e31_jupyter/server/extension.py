@@ -8,7 +8,7 @@ from pathlib import Path
 from jupyter_server.extension.application import ExtensionApp
 from traitlets import TraitError
 
-from .. import backends, gpus
+from .. import accounts, backends, gpus
 from ..errors import E31Error
 from ..job import parse_duration
 from ..cluster_queue import ClusterQueue
@@ -16,19 +16,60 @@ from ..queue import Queue
 from ..settings import Settings
 from .config import E31
 from .events import JobEvents
-from .handlers import routes
+from .forward import SystemScheduler
+from .forward import routes as forward_routes
+from .handlers import routes, unavailable_routes
 
 
 class E31Extension(ExtensionApp):
     name = "e31_jupyter"
     classes = [E31]
 
+    e31_queue = None
+    e31_events = None
+    e31_unavailable = ""  # why the queue could not start; the API then answers 503 with it
+
     def initialize_settings(self):
         try:
             config = E31(parent=self)
         except (TraitError, ValueError) as error:  # a setting's validator: its message says what to set
-            self.log.critical("e31: %s", error)
-            raise SystemExit(1) from None
+            self._unavailable(str(error))
+            return
+        if config.scheduler_socket:
+            self.settings.update(e31_scheduler=SystemScheduler(config.scheduler_socket))
+            self.log.info("e31: the queue is the system scheduler's at %s", config.scheduler_socket)
+            return
+        try:
+            self.e31_queue = self._make_queue(config)
+        except E31Error as error:
+            self._unavailable(error.message)
+            return
+        except OSError as error:  # a folder or file the server may not touch, say
+            self._unavailable(
+                f"{error.strerror or error} ({error.filename or config.data_dir}). Fix its owner or permissions, "
+                "or point c.E31.data_dir at a folder of your own."
+            )
+            return
+        self.e31_events = JobEvents(self.e31_queue, self.serverapp.event_logger)
+        self.settings.update(
+            e31_queue=self.e31_queue,
+            e31_events=self.e31_events,
+            e31_admin_users=set(config.admin_users),
+            e31_admin_group=config.admin_group,
+            e31_system=config.system,
+            e31_gpu_source="configured" if config.gpus is not None else "nvml",
+        )
+        self.log.info(
+            "e31: queue in %s, backend %s, GPUs %s", config.data_dir, config.backend, self.e31_queue.settings.inventory
+        )
+
+    def _make_queue(self, config: E31) -> Queue:
+        if config.system and not accounts.can_switch_user():
+            raise E31Error(
+                "c.E31.system: the system scheduler runs as root, so that it can start each job as the user "
+                "who submitted it. Start it as root (`sudo e31 serve --system`), or leave c.E31.system off for "
+                "a queue of your own."
+            )
         inventory = list(config.gpus) if config.gpus is not None else gpus.discover()
         settings = Settings(
             inventory=inventory,
@@ -45,46 +86,50 @@ class E31Extension(ExtensionApp):
             delete_files_after_s=(
                 parse_duration(config.delete_files_after, "delete_files_after") if config.delete_files_after else None
             ),
+            system=config.system,
             jobs_run_as=config.jobs_run_as,
             job_env=list(config.job_env),
         )
-        try:
-            backend = backends.create(config.backend, **config.backend_settings())
-            if getattr(backend, "schedules", False):  # Slurm: the cluster decides what runs
-                if settings.max_gpus_per_user is not None:
-                    raise E31Error(
-                        "c.E31.max_gpus_per_user is for queues e31 schedules (backends local and docker); with "
-                        "Slurm the cluster decides what runs. Set the limit in Slurm (MaxTRESPerUser=gres/gpu=N "
-                        "on the QOS jobs run in, c.E31.slurm_qos) and remove c.E31.max_gpus_per_user."
-                    )
-                settings.inventory = None
-                self.e31_queue = ClusterQueue(Path(config.data_dir), backend, settings)
-            else:
-                self.e31_queue = Queue(Path(config.data_dir), backend, settings)
-        except E31Error as error:
-            # Without its queue the server would only pretend to accept jobs: stop, and say why.
-            self.log.critical("e31: %s", error.message)
-            raise SystemExit(1) from None
-        self.e31_events = JobEvents(self.e31_queue, self.serverapp.event_logger)
-        self.settings.update(
-            e31_queue=self.e31_queue,
-            e31_events=self.e31_events,
-            e31_admin_users=set(config.admin_users),
-            e31_gpu_source="configured" if config.gpus is not None else "nvml",
-        )
-        self.log.info("e31: queue in %s, backend %s, GPUs %s", config.data_dir, config.backend, inventory)
+        backend = backends.create(config.backend, **config.backend_settings())
+        if getattr(backend, "schedules", False):  # Slurm: the cluster decides what runs
+            if settings.max_gpus_per_user is not None:
+                raise E31Error(
+                    "c.E31.max_gpus_per_user is for queues e31 schedules (backends local and docker); with "
+                    "Slurm the cluster decides what runs. Set the limit in Slurm (MaxTRESPerUser=gres/gpu=N "
+                    "on the QOS jobs run in, c.E31.slurm_qos) and remove c.E31.max_gpus_per_user."
+                )
+            settings.inventory = None
+            return ClusterQueue(Path(config.data_dir), backend, settings)
+        return Queue(Path(config.data_dir), backend, settings)
+
+    def _unavailable(self, reason: str) -> None:
+        """Without its queue the server would only pretend to accept jobs: `e31 serve` stops and
+        says why; a JupyterLab that has other work goes on, and its e31 API answers 503 with why."""
+        self.log.critical("e31: %s", reason)
+        if self.serverapp.reraise_server_extension_failures:
+            raise SystemExit(1)
+        self.e31_unavailable = reason
 
     def initialize_handlers(self):
-        self.handlers.extend(routes())
+        if self.e31_unavailable:
+            self.handlers.extend(unavailable_routes(self.e31_unavailable))
+        elif "e31_scheduler" in self.settings:
+            self.handlers.extend(forward_routes())
+        else:
+            self.handlers.extend(routes())
 
     async def _start_jupyter_server_extension(self, serverapp):
-        await self.e31_queue.start()
-        self.e31_events.start()
-        # Kernels (and terminals) this server starts inherit its environment: this is how
-        # %%e31 and the e31 command inside them find the queue without any setup.
-        os.environ["E31_URL"] = serverapp.connection_url
-        os.environ["E31_TOKEN"] = serverapp.identity_provider.token or ""
+        if self.e31_queue is not None:
+            await self.e31_queue.start()
+            self.e31_events.start()
+        if not self.settings.get("e31_system"):
+            # Kernels (and terminals) this server starts inherit its address, which is how %%e31
+            # and the e31 command inside them find the queue without any setup. Never its token:
+            # the client reads that from the server's runtime file, which only this user can read.
+            os.environ["E31_URL"] = serverapp.connection_url
+            os.environ.pop("E31_TOKEN", None)
 
     async def stop_extension(self):
-        await self.e31_events.stop()
-        await self.e31_queue.stop()
+        if self.e31_queue is not None:
+            await self.e31_events.stop()
+            await self.e31_queue.stop()

@@ -7,7 +7,6 @@ E31Error becomes its 4xx status with ``{"message": ...}``; no traceback ever rea
 from __future__ import annotations
 
 import functools
-import getpass
 import json
 import os
 import time
@@ -18,7 +17,7 @@ from jupyter_server.auth.identity import IdentityProvider, LegacyIdentityProvide
 from jupyter_server.base.handlers import APIHandler
 from tornado import web
 
-from .. import __version__, values
+from .. import __version__, accounts, values
 from ..admission import Caller
 from ..errors import Conflict, E31Error, InvalidRequest, NotFound
 from ..job import FINAL_STATES, PAGE_SIZE, parse_iso, whole_number
@@ -66,10 +65,14 @@ class E31Handler(APIHandler):
     @property
     def caller(self) -> Caller:
         if type(self.identity_provider) in _SINGLE_USER_PROVIDERS:
-            name = getpass.getuser()
+            name = accounts.current().name  # from the kernel, not from $LOGNAME
         else:
             name = self.current_user.username
-        return Caller(name, is_admin=name in self.settings["e31_admin_users"])
+        return Caller(name, is_admin=self._is_admin(name))
+
+    def _is_admin(self, name: str) -> bool:
+        group = self.settings["e31_admin_group"]
+        return name in self.settings["e31_admin_users"] or bool(group and name in accounts.members_of(group))
 
     def json_body(self) -> dict:
         try:
@@ -336,6 +339,25 @@ def _read_job_file(jobdir: JobDir, path: Path) -> bytes | None:
 def _values_index(jobdir: JobDir) -> dict:
     """The index of the values the job returned, read without following links."""
     return jobdir.read_json(jobdir.values / values.INDEX, {})
+
+
+class UnavailableHandler(APIHandler):
+    """The queue could not start: every e31 call says why (503), nothing pretends to work."""
+
+    auth_resource = AUTH_RESOURCE
+
+    def initialize(self, reason: str) -> None:
+        self.reason = reason
+
+    def _refuse(self, path: str = "") -> None:
+        self.set_status(503)
+        self.finish({"message": f"The e31 queue of this server did not start: {self.reason}"})
+
+    get = post = patch = delete = web.authenticated(authorized(_refuse))
+
+
+def unavailable_routes(reason: str) -> list[tuple[str, type, dict]]:
+    return [(r"/e31/api/(?P<path>.*)", UnavailableHandler, {"reason": reason})]
 
 
 def routes() -> list[tuple[str, type]]:
