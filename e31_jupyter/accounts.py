@@ -100,6 +100,12 @@ def _allowed(account: Account, info: os.stat_result, user_bits: int) -> bool:
     return info.st_mode & bits == bits
 
 
+def jobs_run_as_others(jobs_run_as: str) -> bool:
+    """Whether jobs may run as other accounts than this process's (it is root, and they run as
+    their submitters)."""
+    return jobs_run_as == "submitter" and can_switch_user()
+
+
 def runs_as(owner: str, jobs_run_as: str) -> Account:
     """The account a job of ``owner`` runs as, by ``c.E31.jobs_run_as``; E31Error when it cannot
     run as its submitter here."""

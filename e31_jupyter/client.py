@@ -8,7 +8,7 @@ import re
 import time
 from contextlib import suppress
 from pathlib import Path, PurePosixPath
-from urllib.parse import quote
+from urllib.parse import quote, urlsplit
 
 import requests
 
@@ -100,7 +100,7 @@ class E31Client:
     def submit(self, **body) -> dict:
         """Submit a job (see the API's submit body); returns the job plus ``warnings``. The jobs
         of ``after`` may be named as ``resolve`` takes them."""
-        return self._json("POST", "jobs", json=self._after_resolved(body))
+        return self._json("POST", "jobs", json=self._handed_over(self._after_resolved(body)))
 
     def resubmit(self, job_id: str, **changes) -> dict:
         """Run an earlier job's notebook again as a new job, its request changed by ``changes``
@@ -114,7 +114,16 @@ class E31Client:
     def check(self, **body) -> dict:
         """What submitting ``body`` would give (place in line, expected start, ``warnings``),
         with nothing submitted; raises what a submit would refuse."""
-        return self._json("POST", "check", json=self._after_resolved(body))
+        return self._json("POST", "check", json=self._handed_over(self._after_resolved(body)))
+
+    def _handed_over(self, body: dict) -> dict:
+        """The body as this user hands it to a system scheduler, which reads no file for anyone
+        (handover.py); as it is for a Jupyter server, which reads them itself."""
+        if not self.url.startswith(UNIX_SCHEME):
+            return body
+        from .handover import hand_over
+
+        return hand_over(body, Path.cwd(), Path(self.info()["inbox"]))
 
     def jobs(
         self, state: str | None = None, fingerprint: str | None = None, limit: int | None = None,
@@ -328,11 +337,19 @@ def _token_from_environment() -> str:
 def _token_of_running_server(url: str) -> str:
     """The token of this user's running Jupyter server at ``url``, from its runtime file (which
     only this user can read): kernels are given the address, never the token."""
-    wanted = url.rstrip("/")
+    wanted = _same_server_key(url)
     for server in _running_servers():
-        if server.get("url", "").rstrip("/") == wanted:
+        if _same_server_key(server.get("url", "")) == wanted:
             return server.get("token", "")
     return ""
+
+
+def _same_server_key(url: str) -> tuple:
+    """What tells servers apart in a URL: ``http://localhost:8888/`` and ``http://127.0.0.1:8888``
+    are one server."""
+    parts = urlsplit(url)
+    host = "local" if parts.hostname in (None, "localhost", "127.0.0.1", "::1", "0.0.0.0") else parts.hostname
+    return parts.scheme, host, parts.port, parts.path.rstrip("/")
 
 
 def _running_servers() -> list[dict]:

@@ -221,7 +221,7 @@ class ClusterQueue(Queue):
             state, reason = self._final(job, status)
             self.store.transition(
                 job["id"], ACTIVE_STATES, state, reason, status.finished_at or self.clock(),
-                finished_at=status.finished_at or self.clock(), result=self.result_of(job["id"]),
+                finished_at=status.finished_at or self.clock(), result=self._result_or_none(job["id"]),
             )  # fmt: skip
         elif status.state == JobState.QUEUED.value and not job["stop_requested"] and (
             (status.reason, status.position) != (job["reason"], job["position"])

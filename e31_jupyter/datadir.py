@@ -18,9 +18,19 @@ from .errors import E31Error
 log = logging.getLogger("e31")
 
 
-def prepare(data_dir: Path) -> None:
-    """Create ``data_dir`` (0700), or check that it is this user's and make it private."""
-    data_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+PRIVATE = 0o700  # a single-user server's: nobody else may read or enter
+TRAVERSABLE = 0o711  # a root scheduler's whose jobs run as their submitters: they may pass, not look
+
+
+def mode_for(jobs_run_as_others: bool) -> int:
+    """The mode of the data directory and its top folders: each job runs in its own folder
+    (0700, its submitter's), which a job run as another user than the scheduler must reach."""
+    return TRAVERSABLE if jobs_run_as_others else PRIVATE
+
+
+def prepare(data_dir: Path, mode: int = PRIVATE) -> None:
+    """Create ``data_dir`` (``mode``), or check that it is this user's and give it ``mode``."""
+    data_dir.mkdir(mode=mode, parents=True, exist_ok=True)
     info = data_dir.stat()
     me = accounts.current()
     if info.st_uid != me.uid:
@@ -31,13 +41,16 @@ def prepare(data_dir: Path) -> None:
             "reaches; or keep a data directory of your own (c.E31.data_dir, --E31.data_dir=...).",
             status=503,
         )
-    private_folder(data_dir)
+    private_folder(data_dir, mode)
 
 
-def private_folder(path: Path) -> None:
-    """Create ``path`` (0700); one of this user's that others may read or enter is made 0700."""
-    path.mkdir(mode=0o700, exist_ok=True)
-    mode = stat.S_IMODE(path.stat().st_mode)
-    if mode & 0o077:
-        os.chmod(path, 0o700)
-        log.warning("e31: %s was readable by other users (%s); it is now 0700", path, oct(mode))
+def private_folder(path: Path, mode: int = PRIVATE) -> None:
+    """Create ``path`` with ``mode``; one of this user's that others may read or write more than
+    ``mode`` allows is given ``mode``."""
+    path.mkdir(mode=mode, exist_ok=True)
+    had = stat.S_IMODE(path.stat().st_mode)
+    if had & 0o077 & ~mode:
+        os.chmod(path, mode)
+        log.warning("e31: %s was open to other users (%s); it is now %s", path, oct(had), oct(mode))
+    elif had != mode:
+        os.chmod(path, mode)

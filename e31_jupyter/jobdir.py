@@ -36,13 +36,19 @@ class JobDir:
     inputs = property(lambda self: self.path / "inputs")  # values captured from the kernel
     values = property(lambda self: self.path / "values")  # values the job hands back
 
+    def values_index(self) -> dict:
+        """The index of the values the job returned (values.json, as ``values.py`` writes it),
+        read without following links; {} when it returned none."""
+        return self.read_json(self.values / "values.json", {})
+
     def read_json(self, path: Path, default=None):
         """The JSON file ``path`` of the job (opened as ``open_file`` opens it), or ``default``
-        when it is missing or not JSON."""
+        when it is missing, not JSON, or not a file the job wrote (a link: the job's records are
+        read as if it had written none, so a job cannot stop its own end from being recorded)."""
         try:
             with self.open_file(path) as f:
                 return json.loads(f.read())
-        except (FileNotFoundError, ValueError):
+        except (FileNotFoundError, ValueError, Conflict):
             return default
 
     def open_file(self, path: Path):

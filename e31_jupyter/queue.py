@@ -50,7 +50,6 @@ from .staging import Staging, body_again
 from .settings import Settings
 from .store import Store
 from .text import format_moment, format_seconds, format_size
-from .values import read_index
 
 log = logging.getLogger("e31")
 
@@ -77,10 +76,12 @@ class Queue:
         self.settings = settings
         self.clock = clock
         self.policy = policy.POLICIES[settings.policy]
-        _ensure_writable(self.data_dir)
-        datadir.private_folder(self.jobs_root)
-        datadir.private_folder(self.inbox)
-        self.staging = Staging(self.jobs_root, self.inbox)
+        others = settings.many_users and accounts.jobs_run_as_others(settings.jobs_run_as)
+        mode = datadir.mode_for(jobs_run_as_others=others)
+        _ensure_writable(self.data_dir, mode)
+        datadir.private_folder(self.jobs_root, mode)
+        datadir.private_folder(self.inbox, mode)
+        self.staging = Staging(self.jobs_root, self.inbox, per_user=settings.system)
         self.store = Store(self.data_dir / "e31.sqlite")
         self.admission = Admission(self.store, settings, self.data_dir, backend)
         self.is_scheduler = False
@@ -194,11 +195,14 @@ class Queue:
 
     # --- user actions ---------------------------------------------------------------------
 
-    async def submit(self, caller: Caller, body: dict, kernels: list[str], root_dir: Path) -> tuple[dict, list[str]]:
+    async def submit(
+        self, caller: Caller, body: dict, kernels: list[str], root_dir: Path, again: bool = False
+    ) -> tuple[dict, list[str]]:
         """Check the request, stage the job's directory, then record it. A job either exists
-        whole (directory and record) or not at all."""
+        whole (directory and record) or not at all. ``again``: ``body`` is an earlier job's, as
+        the queue recorded it (``resubmit``)."""
         now = self.clock()
-        proposal = await self.admission.propose(caller, body, kernels, root_dir, now)
+        proposal = await self._propose(caller, body, kernels, root_dir, now, again)
         job_id = _new_job_id()
         await asyncio.to_thread(
             self.staging.stage, job_id, proposal.spec, proposal.notebook, proposal.data, proposal.inputs
@@ -210,11 +214,11 @@ class Queue:
         self._schedule_soon()
         return self.describe(job), proposal.warnings
 
-    async def check(self, caller: Caller, body: dict, kernels: list[str], root_dir: Path) -> dict:
+    async def check(self, caller: Caller, body: dict, kernels: list[str], root_dir: Path, again: bool = False) -> dict:
         """What submitting ``body`` now would give, with nothing submitted: the same refusals
         and warnings, and the place in line and expected start the job would have."""
         now = self.clock()
-        proposal = await self.admission.propose(caller, body, kernels, root_dir, now)
+        proposal = await self._propose(caller, body, kernels, root_dir, now, again)
         record = _record_fields(CHECK_ID, caller, proposal.spec, body, now)
         waiting = self._standing(record).waiting_for
         place, outlook = await self._would_take(proposal.spec, pending(record), waiting, now)
@@ -228,6 +232,25 @@ class Queue:
             "work": views.work_view(record["spec"]),
             "warnings": proposal.warnings,
         }
+
+    async def _propose(self, caller: Caller, body: dict, kernels: list[str], root_dir: Path, now: float, again: bool):
+        """The job ``body`` asks for, checked (``Admission.propose``); a system scheduler first
+        makes sure that it reads nothing but what the caller handed over (or, ``again``, what
+        it recorded of the caller's own job)."""
+        if self.settings.system and isinstance(body, dict) and not again:
+            self.staging.check_handed_over(body, self._account(caller))
+        return await self.admission.propose(caller, body, kernels, root_dir, now)
+
+    def inbox_for(self, caller: Caller) -> Path:
+        """Where ``caller``'s kernels stage captured values and their server hands over data."""
+        return self.staging.inbox_of(self._account(caller)) if self.settings.system else self.inbox
+
+    @staticmethod
+    def _account(caller: Caller) -> Account:
+        account = accounts.by_name(caller.name)
+        if account is None:  # the system scheduler names callers after their uid: not reached
+            raise InvalidRequest(f"{caller.name!r} is not a Unix account on this machine.")
+        return account
 
     async def _would_take(
         self, spec: JobSpec, job: policy.Pending, waiting_for: list[str], now: float
@@ -249,11 +272,11 @@ class Queue:
         self, caller: Caller, job_id: str, changes: dict, kernels: list[str], root_dir: Path
     ) -> tuple[dict, list[str]]:
         """A new job from an earlier one (``body_again``), with ``changes``."""
-        return await self.submit(caller, self._body_again(caller, job_id, changes), kernels, root_dir)
+        return await self.submit(caller, self._body_again(caller, job_id, changes), kernels, root_dir, again=True)
 
     async def check_resubmit(self, caller: Caller, job_id: str, changes: dict, kernels: list[str], root_dir: Path) -> dict:
         """What ``resubmit`` would give now, as ``check`` says it; nothing is submitted."""
-        return await self.check(caller, self._body_again(caller, job_id, changes), kernels, root_dir)
+        return await self.check(caller, self._body_again(caller, job_id, changes), kernels, root_dir, again=True)
 
     def _body_again(self, caller: Caller, job_id: str, changes: dict) -> dict:
         """The submit body of a new job from an earlier one: its stored notebook, parameters,
@@ -269,6 +292,11 @@ class Queue:
         if spec is None or not jobdir.input_notebook.exists():
             raise Conflict(f"Job {job_id} has no stored notebook to run again.")
         body = body_again(jobdir, spec)
+        if self.settings.system and body["data"]:
+            raise Conflict(
+                f"Job {job_id} brought data, which was handed over to the system scheduler and is now the job's. "
+                "Submit the notebook again with its --data instead (e31 submit ... --data ...)."
+            )
         if isinstance(changes.get("parameters"), dict):
             changes = {**changes, "parameters": {**body["parameters"], **changes["parameters"]}}
         return {**body, **changes}
@@ -727,9 +755,18 @@ class Queue:
                 f"ran ({reason}). What it wrote is kept; free some space and run it again."
             )
         self.store.transition(
-            job_id, ("running",), state, reason, ended_at, finished_at=ended_at, result=self.result_of(job_id)
+            job_id, ("running",), state, reason, ended_at, finished_at=ended_at, result=self._result_or_none(job_id)
         )
         self.schedule()
+
+    def _result_or_none(self, job_id: str) -> dict:
+        """``result_of``, or nothing when the job's folder cannot be read (a job that made its
+        files links, say): the job ends and releases its GPUs all the same."""
+        try:
+            return self.result_of(job_id)
+        except (E31Error, OSError, ValueError) as error:
+            log.warning("e31: job %s ended, and what it handed back cannot be read: %s", job_id, error)
+            return {}
 
     def result_of(self, job_id: str) -> dict:
         """What an ended job handed back, in short, for the record: read once, listed often."""
@@ -739,7 +776,7 @@ class Queue:
         return {
             "files_count": len(manifest.get("files", [])),
             "files_left_out": len(manifest.get("left_out", [])),
-            "values": sorted(read_index(jobdir.values)),
+            "values": sorted(jobdir.values_index()),
             "reports": sorted(manifest.get("reports", {})),
             "progress": {k: progress.get(k) for k in ("cells_done", "cells_total")},
         }
@@ -824,10 +861,10 @@ def _final_state(job: dict, manifest: dict | None, exit_code: int | None, start_
     return "failed", "lost: the job's process ended without writing a result manifest"
 
 
-def _ensure_writable(data_dir: Path) -> None:
-    """Make the data directory private (datadir.prepare) and check that this server may write in it."""
+def _ensure_writable(data_dir: Path, mode: int = datadir.PRIVATE) -> None:
+    """Give the data directory ``mode`` (datadir.prepare) and check that this server may write in it."""
     try:
-        datadir.prepare(data_dir)
+        datadir.prepare(data_dir, mode)
         probe = data_dir / f".write-test-{os.getpid()}"
         probe.write_text("ok")
         probe.unlink()

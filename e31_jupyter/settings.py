@@ -22,5 +22,6 @@ class Settings:
     max_output_bytes: int = 50 << 30
     delete_files_after_s: float | None = None  # an ended job's files are deleted this long after; None: kept
     system: bool = False  # the system scheduler of a shared machine (e31 serve --system), run as root
+    many_users: bool = False  # callers are several people (the system scheduler, or a multi-user identity provider)
     jobs_run_as: str = "submitter"  # whose account a job runs as: its submitter's, or the server's
     job_env: list[str] = field(default_factory=list)  # c.E31.job_env: more variables for every job

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import stat
 import time
 from pathlib import Path
 
@@ -30,9 +31,42 @@ INBOX_AGE_S = 86400.0  # a capture this old in the inbox was never submitted
 class Staging:
     """Staging folders in ``jobs_root``; captured values a kernel on this machine left in ``inbox``."""
 
-    def __init__(self, jobs_root: Path, inbox: Path):
+    def __init__(self, jobs_root: Path, inbox: Path, per_user: bool = False):
         self.jobs_root = jobs_root
         self.inbox = inbox
+        self.per_user = per_user  # a system scheduler's: each user hands over in a folder of their own
+
+    def inbox_of(self, account: accounts.Account) -> Path:
+        """Where ``account``'s kernels and server leave what they hand over: the inbox of a
+        single-user server; under a system scheduler, a folder of that user's alone."""
+        if not self.per_user:
+            return self.inbox
+        folder = self.inbox / str(account.uid)
+        folder.mkdir(mode=0o700, exist_ok=True)
+        info = os.lstat(folder)
+        if not stat.S_ISDIR(info.st_mode) or info.st_uid not in (0, account.uid):
+            raise E31Error(f"The inbox {folder} is not {account.name}'s folder; ask the admin to remove it.", 503)
+        os.chown(folder, account.uid, account.gid, follow_symlinks=False)
+        return folder
+
+    def check_handed_over(self, body: dict, account: accounts.Account) -> None:
+        """A system scheduler reads no file for a caller: the notebook comes inline, and the data
+        and captured values from the caller's own inbox folder, where only they could put them."""
+        if "path" in body or "folder" in body:
+            raise InvalidRequest(
+                "This is the machine's system scheduler, which reads no file for you: send the notebook's "
+                "content (notebook, notebook_name) instead of path and folder. Your Jupyter server and the "
+                "e31 command do that for you."
+            )
+        inbox = self.inbox_of(account).resolve()
+        data = body.get("data") if isinstance(body.get("data"), list) else []
+        for item in [*data, body.get("inputs") or None]:
+            if isinstance(item, str) and not _inside(Path(item), inbox, account.uid):
+                raise InvalidRequest(
+                    f"{item!r} is not in your inbox ({inbox}). The system scheduler reads no file for you: "
+                    "data and captured values are handed over there (your Jupyter server and the e31 command "
+                    "do it for you)."
+                )
 
     def folder(self, job_id: str) -> Path:
         """Where this server stages a job until it is recorded; the pid tells a later sweep
@@ -50,7 +84,7 @@ class Staging:
         try:
             nbformat.write(notebook, staging.input_notebook)
             for source in data:
-                _copy(source, staging.work / source.name)
+                self._take(source, staging.work / source.name)
             if inputs is not None:
                 self._take_inputs(inputs, staging.inputs)
             write_json_atomic(staging.spec, spec.to_dict())
@@ -63,12 +97,16 @@ class Staging:
             ) from None
 
     def _take_inputs(self, inputs: Path, target: Path) -> None:
-        """Captured values become the job's: moved when a kernel staged them in the inbox (no
-        copy of a large array), copied from anywhere else."""
-        if inputs.resolve().parent == self.inbox.resolve():
-            os.rename(inputs, target)
+        """Captured values become the job's (``_take``)."""
+        self._take(inputs, target)
+
+    def _take(self, source: Path, target: Path) -> None:
+        """What was handed over becomes the job's: moved when a kernel or a user's server left it
+        in the inbox (no copy of a large array), copied from anywhere else."""
+        if Path(os.path.abspath(source)).is_relative_to(self.inbox.resolve()) and not source.is_symlink():
+            os.rename(source, target)
         else:
-            _copy(inputs, target)
+            _copy(source, target)
 
     def sweep(self, recorded: set[str], jobdir_of) -> None:
         """Finish what a server killed mid-submit left: a staged job that was recorded (its id
@@ -82,9 +120,24 @@ class Staging:
                 os.rename(path, jobdir_of(job_id).path)
             else:
                 shutil.rmtree(path, ignore_errors=True)
-        for path in self.inbox.iterdir():  # captures whose submit never came
-            if path.stat().st_mtime < time.time() - INBOX_AGE_S:
+        folders = [p for p in self.inbox.iterdir() if p.is_dir()] if self.per_user else [self.inbox]
+        for path in (entry for folder in folders for entry in folder.iterdir()):  # never submitted
+            if path.lstat().st_mtime >= time.time() - INBOX_AGE_S:
+                continue
+            if path.is_dir() and not path.is_symlink():
                 shutil.rmtree(path, ignore_errors=True)
+            else:
+                path.unlink(missing_ok=True)
+
+
+def _inside(path: Path, folder: Path, uid: int) -> bool:
+    """Whether ``path`` lies in ``folder`` (no link on the way) and belongs to ``uid``."""
+    try:
+        return Path(os.path.abspath(path)).is_relative_to(folder) and path.resolve().is_relative_to(folder) and (
+            os.lstat(path).st_uid == uid
+        )
+    except OSError:
+        return False
 
 
 def data_paths(value, root_dir: Path, caller: str) -> list[Path]:

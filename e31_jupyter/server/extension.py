@@ -18,7 +18,7 @@ from .config import E31
 from .events import JobEvents
 from .forward import SystemScheduler
 from .forward import routes as forward_routes
-from .handlers import routes, unavailable_routes
+from .handlers import SINGLE_USER_PROVIDERS, routes, unavailable_routes
 
 
 class E31Extension(ExtensionApp):
@@ -87,6 +87,7 @@ class E31Extension(ExtensionApp):
                 parse_duration(config.delete_files_after, "delete_files_after") if config.delete_files_after else None
             ),
             system=config.system,
+            many_users=config.system or type(self.serverapp.identity_provider) not in SINGLE_USER_PROVIDERS,
             jobs_run_as=config.jobs_run_as,
             job_env=list(config.job_env),
         )

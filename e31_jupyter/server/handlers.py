@@ -31,7 +31,7 @@ FILE_CHUNK = 4 << 20
 # jupyter_server's own identity providers serve one person behind a shared token or password
 # and invent a new anonymous name per browser session; with them every job belongs to the
 # account the server runs as. Other providers (JupyterHub's, say) name real users.
-_SINGLE_USER_PROVIDERS = (IdentityProvider, PasswordIdentityProvider, LegacyIdentityProvider)
+SINGLE_USER_PROVIDERS = (IdentityProvider, PasswordIdentityProvider, LegacyIdentityProvider)
 
 
 def _answers_errors(method):
@@ -64,7 +64,7 @@ class E31Handler(APIHandler):
 
     @property
     def caller(self) -> Caller:
-        if type(self.identity_provider) in _SINGLE_USER_PROVIDERS:
+        if type(self.identity_provider) in SINGLE_USER_PROVIDERS:
             name = accounts.current().name  # from the kernel, not from $LOGNAME
         else:
             name = self.current_user.username
@@ -244,7 +244,7 @@ class ValuesHandler(E31Handler):
     @_answers_errors
     async def get(self, job_id):
         _, jobdir = self.job_and_dir(job_id)
-        index = _values_index(jobdir)
+        index = jobdir.values_index()
         self.finish({"values": values.describe(index), "files": values.files(index)})
 
 
@@ -254,7 +254,7 @@ class ValueFileHandler(E31Handler):
     @_answers_errors
     async def get(self, job_id, name):
         _, jobdir = self.job_and_dir(job_id)
-        if name not in values.files(_values_index(jobdir)):
+        if name not in values.files(jobdir.values_index()):
             raise NotFound(f"Job {job_id} returned no value file {name!r}.")
         await self.send_file(jobdir, jobdir.values / name)
 
@@ -304,7 +304,7 @@ class InfoHandler(E31Handler):
         events name them (server/events.py)."""
         caller = self.caller
         self.finish({
-            "version": __version__, "inbox": str(self.queue.inbox),
+            "version": __version__, "inbox": str(self.queue.inbox_for(caller)),
             "user": caller.name, "admin": caller.is_admin,
             "events_key": self.settings["e31_events"].owner_key(caller.name),
         })  # fmt: skip
@@ -334,11 +334,6 @@ def _read_job_file(jobdir: JobDir, path: Path) -> bytes | None:
             return f.read()
     except FileNotFoundError:
         return None
-
-
-def _values_index(jobdir: JobDir) -> dict:
-    """The index of the values the job returned, read without following links."""
-    return jobdir.read_json(jobdir.values / values.INDEX, {})
 
 
 class UnavailableHandler(APIHandler):
