@@ -326,12 +326,15 @@ def _token_from_environment() -> str:
     if os.environ.get("E31_TOKEN"):
         return os.environ["E31_TOKEN"]
     path = os.environ.get("E31_TOKEN_FILE")
-    if not path:
-        return ""
+    return read_token_file(path) if path else ""
+
+
+def read_token_file(path: str) -> str:
+    """The token in the file ``path`` (its first line)."""
     try:
         return Path(path).read_text().strip()
     except OSError as error:
-        raise ServerUnavailable(f"Cannot read the token file E31_TOKEN_FILE={path} ({error.strerror}).") from None
+        raise ServerUnavailable(f"Cannot read the token file {path} ({error.strerror}).") from None
 
 
 def _token_of_running_server(url: str) -> str:

@@ -2,8 +2,8 @@
 
 Load with ``%load_ext e31_jupyter`` (or always: ``c.InteractiveShellApp.extensions =
 ["e31_jupyter"]`` in an IPython config file). The kernel finds its queue by itself: a kernel
-started by a server with the extension inherits ``E31_URL``/``E31_TOKEN``; elsewhere the client
-looks for a running server.
+started by a server with the extension inherits ``E31_URL`` (the token is read from the server's
+runtime file, never passed in the environment); elsewhere the client looks for a running server.
 """
 
 from __future__ import annotations

@@ -113,10 +113,10 @@ class Machine:
         wait_for(lambda: _answers(client), timeout=60, what=f"{name}'s server (see {self.root}/server-{name}.log)")
         return client
 
-    def as_user(self, name: str, code: str) -> subprocess.CompletedProcess:
+    def as_user(self, name: str, code: str, env: dict | None = None) -> subprocess.CompletedProcess:
         """Python ``code`` run as ``name`` (umask 022), with the system scheduler's socket in $E31_SOCKET."""
         account = self.users[name]
-        env = {"PATH": os.environ["PATH"], "HOME": account.home, "E31_SOCKET": str(self.socket)}
+        env = {"PATH": os.environ["PATH"], "HOME": account.home, "E31_SOCKET": str(self.socket), **(env or {})}
         return subprocess.run(
             ["runuser", "-u", account.name, "--", sys.executable, "-c", code],
             env=env, cwd=account.home, capture_output=True, text=True, timeout=120, umask=0o022,
@@ -351,3 +351,17 @@ def test_a_server_forwarding_to_a_scheduler_that_is_down_says_so(machine):
     finally:
         server.terminate()
         server.wait(10)
+
+
+def test_a_cell_hands_its_values_over_and_gets_its_results_back(machine, servers):
+    """%%e31 in alice's kernel: the values it captures go into her inbox on the scheduler, and
+    what the job returns comes back into the kernel, loaded as hers."""
+    result = machine.as_user("alice", (
+        "from IPython.core.interactiveshell import InteractiveShell\n"
+        "ip = InteractiveShell.instance()\n"
+        "ip.run_line_magic('load_ext', 'e31_jupyter')\n"
+        "ip.user_ns['x'] = 21\n"
+        "ip.run_cell('%%e31 submit --wait --name doubled\\ny = x * 2\\nimport os\\nwho = os.getuid()')\n"
+        "print('RESULT', ip.user_ns.get('y'), ip.user_ns.get('who'))\n"
+    ), env={"E31_URL": servers["alice"].url})  # fmt: skip
+    assert f"RESULT 42 {machine.users['alice'].uid}" in result.stdout, result.stdout + result.stderr

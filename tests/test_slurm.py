@@ -284,19 +284,23 @@ def test_a_restarted_server_shows_what_slurm_did_meanwhile(start_slurm_server, s
 def test_a_cell_runs_through_slurm_and_is_collected(start_slurm_server, slurm, tmp_path):
     from test_magics import Kernel
 
-    server = start_slurm_server(f"--E31.slurm_shared_dir={tmp_path / 'shared'}")  # store and jobs apart
+    server = start_slurm_server(  # store and jobs apart; a variable of the server's that no job may see
+        f"--E31.slurm_shared_dir={tmp_path / 'shared'}", env={"E31_TEST_SECRET": "x", "E31_TOKEN": "leaked"}
+    )
     kernel = Kernel(server, tmp_path)
     try:
         kernel.run("%load_ext e31_jupyter\nimport numpy as np\nweights = np.arange(10.0)")
         out = kernel.run(
             "%%e31 submit --gpus 1 --name cell --wait\nimport os\n"
             "total = float(weights.sum())\nseen = os.environ['CUDA_VISIBLE_DEVICES']\n"
+            "leaked = sorted(k for k in os.environ if k in ('E31_TEST_SECRET', 'E31_TOKEN'))\n"
             "open('note.txt', 'w').write('from slurm')",
             timeout=180,
         )
         assert out.error == "", out.error
         assert kernel.value("total") == "45.0"
         assert kernel.value("seen") in ("'0'", "'1'")
+        assert kernel.value("leaked") == "[]"  # sbatch exported the allowlist alone
         assert (tmp_path / "e31-outputs" / "cell" / "note.txt").read_text() == "from slurm"
         assert list((tmp_path / "shared" / "jobs").iterdir())  # the job's files went to the shared folder
     finally:

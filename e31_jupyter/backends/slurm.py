@@ -35,6 +35,7 @@ from .. import accounts
 from ..accounts import Account
 from ..errors import Conflict, E31Error, InvalidRequest
 from ..job import JobSpec, Request
+from ..job_env import job_environment
 from ..jobdir import JobDir
 from ..text import format_seconds
 from . import BackendStatus
@@ -175,8 +176,10 @@ class SlurmBackend:
         waits = [f"--dependency={dependency(after)}"] if after else []
         if account is not None:
             accounts.give_folder(jobdir.path, account.uid, account.gid)
-        args = [*self.sbatch_args(job_id, jobdir, spec), *_submit_as(account), *waits]
-        output = self._run(["sbatch", *args, str(script)], refused=True)
+        env = job_environment(account or accounts.current(), job_id, {}, server=accounts.current())
+        exports = [f"--export={','.join(sorted(env))}"]  # these alone (and Slurm's own): no secret of the server's
+        args = [*self.sbatch_args(job_id, jobdir, spec), *_submit_as(account), *exports, *waits]
+        output = self._run(["sbatch", *args, str(script)], refused=True, env=env)
         slurm_id = output.strip().split(";")[0]  # "ID" or "ID;CLUSTER"
         return {"slurm_id": slurm_id, "jobdir": str(jobdir.path.resolve())}
 

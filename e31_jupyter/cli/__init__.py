@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import sys
 
-from ..client import E31Client
+from ..client import E31Client, read_token_file
 from ..errors import E31Error
 from .arguments import read_argv
 from .launch import LAUNCHERS, launch
@@ -23,8 +23,15 @@ def main(argv: list[str] | None = None) -> int:
         return launch(args.command, extra)
     if extra:
         parser.error(f"unrecognized arguments: {' '.join(extra)}")
+    if args.token and sys.stderr.isatty():
+        print(
+            "e31: a --token on the command line is visible to every user of this machine (ps); "
+            "use E31_TOKEN, E31_TOKEN_FILE or --token-file instead.",
+            file=sys.stderr,
+        )
     try:
-        return args.run(E31Client(args.url, args.token), args)
+        token = args.token or (read_token_file(args.token_file) if args.token_file else None)
+        return args.run(E31Client(args.url, token), args)
     except E31Error as error:
         print(f"e31: {error.message}", file=sys.stderr)
         return 2

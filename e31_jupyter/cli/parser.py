@@ -27,12 +27,18 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="e31",
         description="Queue notebooks as GPU jobs on an e31 Jupyter server.",
-        epilog="The server is --url/--token, else $E31_URL/$E31_TOKEN, else a running Jupyter "
-        "server with e31 on this machine.",
+        epilog="The server is --url, else $E31_URL (its token: --token-file, $E31_TOKEN, "
+        "$E31_TOKEN_FILE, else the server's runtime file), else $E31_SOCKET, else a running Jupyter "
+        "server of yours with e31 on this machine, else the system scheduler at /run/e31/e31.sock.",
         allow_abbrev=False,
     )
     parser.add_argument("--url", help="server URL, e.g. http://localhost:8888/")
-    parser.add_argument("--token", help="the server's token")
+    parser.add_argument(
+        "--token",
+        help="the server's token; visible to every user of this machine (ps): prefer E31_TOKEN or "
+        "--token-file",
+    )
+    parser.add_argument("--token-file", metavar="PATH", help="a file holding the server's token (as E31_TOKEN_FILE)")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     def command(name: str, run, help: str, **kwargs) -> argparse.ArgumentParser:
