@@ -111,3 +111,30 @@ def test_a_bad_setting_is_a_clear_start_up_error(tmp_path, setting, message):
         assert "Traceback" not in server.log_text()
     finally:
         server.stop()
+
+
+def test_jupyterlab_whose_queue_cannot_start_answers_503_with_why(tmp_path):
+    """JupyterLab has other work than the queue: it keeps serving, and every e31 call says why
+    the queue is not there (never a 500, never a 404 that looks like a missing job)."""
+    blocker = tmp_path / "file-not-dir"
+    blocker.write_text("x")
+    port, token = free_port(), "lab-token"
+    command = [
+        sys.executable, "-m", "e31_jupyter.cli", "lab", "--no-browser", f"--port={port}",
+        f"--IdentityProvider.token={token}", f"--E31.data_dir={blocker / 'data'}", f"--ServerApp.root_dir={tmp_path}",
+    ]  # fmt: skip
+    with open(tmp_path / "lab.log", "wb") as log:
+        lab = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT)
+    try:
+        base = f"http://127.0.0.1:{port}"
+        wait_for(lambda: _get(f"{base}/lab", token) == 200, timeout=60, what="e31 lab")
+        for method, path in (("GET", "jobs"), ("POST", "jobs"), ("GET", "jobs/x/log")):
+            answer = requests.request(method, f"{base}/e31/api/{path}", headers={"Authorization": f"token {token}"},
+                                      json={}, timeout=10)  # fmt: skip
+            assert answer.status_code == 503, (method, path, answer.text)
+            message = answer.json()["message"]
+            assert message.startswith("The e31 queue of this server did not start: ")
+            assert "is not writable" in message and "c.E31.data_dir" in message
+    finally:
+        lab.terminate()
+        lab.wait(20)

@@ -365,3 +365,29 @@ def test_a_cell_hands_its_values_over_and_gets_its_results_back(machine, servers
         "print('RESULT', ip.user_ns.get('y'), ip.user_ns.get('who'))\n"
     ), env={"E31_URL": servers["alice"].url})  # fmt: skip
     assert f"RESULT 42 {machine.users['alice'].uid}" in result.stdout, result.stdout + result.stderr
+
+
+def test_a_pickle_another_user_planted_is_refused_at_collect(machine):
+    """bob swaps the values of a job alice collected into a folder their group shares: alice's
+    kernel refuses to load them, naming the file and bob."""
+    alice, bob = machine.users["alice"], machine.users["bob"]
+    shared = machine.root / "project"  # a group folder both may write (setgid, 2777 for the test)
+    shared.mkdir()
+    os.chmod(shared, 0o2777)
+    planted = machine.as_user("bob", (
+        "import os, pathlib, pickle\n"
+        f"folder = pathlib.Path({str(shared / 'values')!r}); folder.mkdir(mode=0o755)\n"
+        "class Boom:\n"
+        "    def __reduce__(self): return (os.system, ('touch /tmp/e31-owned-by-bob',))\n"
+        "(folder / 'result.pkl').write_bytes(pickle.dumps(Boom()))\n"
+        "(folder / 'values.json').write_text('{\"result\": {\"type\": \"int\", \"size\": 1, \"files\": [\"result.pkl\"]}}')\n"
+    ))  # fmt: skip
+    assert planted.returncode == 0, planted.stderr
+    loaded = machine.as_user("alice", (
+        "from e31_jupyter import values\n"
+        f"try:\n    print(values.restore(__import__('pathlib').Path({str(shared / 'values')!r})))\n"
+        "except Exception as error:\n    print('REFUSED', error)\n"
+    ))  # fmt: skip
+    assert "REFUSED" in loaded.stdout and bob.name in loaded.stdout, loaded.stdout + loaded.stderr
+    assert not Path("/tmp/e31-owned-by-bob").exists()
+    assert Path(shared / "values").owner() == bob.name
