@@ -66,3 +66,32 @@ def wait_state(client, job_id: str, *states: str, timeout: float = 90) -> dict:
 
 def ts(value: str | None) -> float | None:
     return dt.datetime.fromisoformat(value).timestamp() if value else None
+
+
+TOKEN_PER_USER = '''
+from jupyter_server.auth.identity import IdentityProvider, User
+
+
+class TokenPerUser(IdentityProvider):
+    """A stand-in for JupyterHub's provider: each token names a different user."""
+
+    users = {USERS}
+
+    def get_user(self, handler):
+        token = handler.request.headers.get("Authorization", "").removeprefix("token ").strip()
+        name = self.users.get(token)
+        if name is None:
+            return None
+        handler._token_authenticated = True  # a token, not a cookie: no XSRF form token needed
+        return User(username=name)
+
+
+c.ServerApp.identity_provider_class = TokenPerUser
+'''
+
+
+def token_per_user(path: Path, users: dict[str, str], *lines: str) -> Path:
+    """A server config file at ``path`` whose identity provider names a user per token
+    (``{token: user name}``), with more config ``lines``; for ``--config=``."""
+    path.write_text(TOKEN_PER_USER.replace("{USERS}", repr(users)) + "".join(f"{line}\n" for line in lines))
+    return path

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 import requests
 from conftest import wait_state, write_notebook
+from support import token_per_user
 
 from e31_jupyter import datadir, values
 from e31_jupyter.client import E31Client
@@ -219,32 +220,13 @@ def test_a_manifest_the_server_may_not_read_is_a_clear_503_not_lost(open_folder)
 
 # --- data a caller could not read ------------------------------------------------------------------
 
-IDENTITIES = '''
-from jupyter_server.auth.identity import IdentityProvider, User
-
-
-class TokenPerUser(IdentityProvider):
-    """Each token names a user: nobody is a Unix account here, hubuser is not."""
-
-    users = {"nobody-token": "nobody", "hubuser-token": "hubuser"}
-
-    def get_user(self, handler):
-        token = handler.request.headers.get("Authorization", "").removeprefix("token ").strip()
-        name = self.users.get(token)
-        if name is None:
-            return None
-        handler._token_authenticated = True
-        return User(username=name)
-
-
-c.ServerApp.identity_provider_class = TokenPerUser
-'''
+# nobody is a Unix account here; hubuser is not.
+USERS = {"nobody-token": "nobody", "hubuser-token": "hubuser"}
 
 
 @pytest.fixture
 def callers(start_server, tmp_path):
-    config = tmp_path / "users_config.py"
-    config.write_text(IDENTITIES)
+    config = token_per_user(tmp_path / "users_config.py", USERS)
     server = start_server(token="nobody-token", extra_args=[f"--config={config}"])
     return {name: E31Client(server.url, f"{name}-token") for name in ("nobody", "hubuser")}
 

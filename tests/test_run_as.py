@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 from conftest import wait_state, write_notebook
+from support import token_per_user
 from traitlets import TraitError
 from unix_users import make_user, open_to_users  # noqa: F401 (fixtures)
 
@@ -33,26 +34,6 @@ seen = {"uid": os.getuid(), "gid": os.getgid(), "groups": sorted(os.getgroups())
 json.dump(seen, open("who.json", "w"))
 """
 
-IDENTITY = '''
-from jupyter_server.auth.identity import IdentityProvider, User
-
-
-class TokenPerUser(IdentityProvider):
-    """A stand-in for JupyterHub's provider: each token names a different user."""
-
-    users = {USERS}
-
-    def get_user(self, handler):
-        token = handler.request.headers.get("Authorization", "").removeprefix("token ").strip()
-        name = self.users.get(token)
-        if name is None:
-            return None
-        handler._token_authenticated = True
-        return User(username=name)
-
-
-c.ServerApp.identity_provider_class = TokenPerUser
-'''
 
 
 def _who(server, job: dict) -> dict:
@@ -151,9 +132,8 @@ def test_a_jobs_environment_holds_no_token_nor_any_variable_the_server_does_not_
 def _start_as_root_for(start_server, tmp_path, open_to_users, users: dict[str, str], *extra: str):
     """A root server whose tokens name ``users`` (token: user name); its data directory and the
     folders above it enterable by the users' jobs."""
-    config = tmp_path / "identity_config.py"
     users = {**users, "admin-token": accounts.current().name}  # the test's own look at the server
-    config.write_text(IDENTITY.replace("{USERS}", repr(users)) + "".join(f"{line}\n" for line in extra))
+    config = token_per_user(tmp_path / "identity_config.py", users, *extra)
     open_to_users(tmp_path)
     server = start_server(token="admin-token", extra_args=[f"--config={config}"])
     if "server" not in "".join(extra):  # jobs run as their users: they may enter, not list

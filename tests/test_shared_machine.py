@@ -370,7 +370,7 @@ def test_a_cell_hands_its_values_over_and_gets_its_results_back(machine, servers
 def test_a_pickle_another_user_planted_is_refused_at_collect(machine):
     """bob swaps the values of a job alice collected into a folder their group shares: alice's
     kernel refuses to load them, naming the file and bob."""
-    alice, bob = machine.users["alice"], machine.users["bob"]
+    bob = machine.users["bob"]
     shared = machine.root / "project"  # a group folder both may write (setgid, 2777 for the test)
     shared.mkdir()
     os.chmod(shared, 0o2777)

@@ -5,38 +5,17 @@ from __future__ import annotations
 import pytest
 import requests
 from conftest import wait_state
+from support import token_per_user
 
 from e31_jupyter.client import E31Client
 
-IDENTITIES = '''
-from jupyter_server.auth.identity import IdentityProvider, User
-
-
-class TokenPerUser(IdentityProvider):
-    """A stand-in for JupyterHub's provider: each token names a different user."""
-
-    users = {"alice-token": "alice", "bob-token": "bob", "boss-token": "boss"}
-
-    def get_user(self, handler):
-        token = handler.request.headers.get("Authorization", "").removeprefix("token ").strip()
-        name = self.users.get(token)
-        if name is None:
-            return None
-        handler._token_authenticated = True  # a token, not a cookie: no XSRF form token needed
-        return User(username=name)
-
-
-c.ServerApp.identity_provider_class = TokenPerUser
-c.E31.admin_users = ["boss"]
-# alice, bob and boss are names, not Unix accounts: by default (jobs run as their submitter) a
-# root server could not start their jobs. These tests are about the API's view of ownership.
-c.E31.jobs_run_as = "server"
-'''
+USERS = {"alice-token": "alice", "bob-token": "bob", "boss-token": "boss"}
+# The identities here are not Unix users: every job runs as the server (no isolation on disk).
+CONFIG = ('c.E31.admin_users = ["boss"]', 'c.E31.jobs_run_as = "server"')
 
 
 def _start_users(start_server, tmp_path, *extra_args: str, **kwargs):
-    config = tmp_path / "users_config.py"
-    config.write_text(IDENTITIES)
+    config = token_per_user(tmp_path / "users_config.py", USERS, *CONFIG)
     server = start_server(token="boss-token", extra_args=[f"--config={config}", *extra_args], **kwargs)
     return {name: E31Client(server.url, f"{name}-token") for name in ("alice", "bob", "boss")}, server
 
