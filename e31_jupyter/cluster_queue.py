@@ -21,7 +21,7 @@ from .errors import Conflict, E31Error
 from .forecast import Forecast
 from .job import ACTIVE_STATES, FINAL_STATES, JobSpec, JobState, Request
 from .policy import Pending
-from .queue import Queue
+from .queue import Queue, after_work_reason
 
 log = logging.getLogger("e31")
 
@@ -236,4 +236,6 @@ class ClusterQueue(Queue):
         manifest = jobdir.read_json(jobdir.manifest) or {}
         if status.state == JobState.FAILED.value and manifest.get("status") == "failed":
             return status.state, manifest.get("reason") or status.reason
+        if status.state == JobState.SUCCEEDED.value and manifest.get("status") == "succeeded":
+            return status.state, after_work_reason(manifest) or status.reason
         return status.state, status.reason

@@ -32,6 +32,7 @@ class JobState(str, Enum):
 FINAL_STATES = tuple(s.value for s in JobState if s.is_final)
 ACTIVE_STATES = (JobState.QUEUED.value, JobState.RUNNING.value)
 REPORT_FORMATS = ("html",)
+NO_REPORT = "none"  # reports: ["none"] asks for no report
 PAGE_SIZE = 200  # jobs a list answers with at once, unless asked for another number
 MAX_PAGE_SIZE = 1000
 MAX_IDS = 500  # jobs asked for by id at once (tornado refuses a query of over 1000 fields)
@@ -443,14 +444,25 @@ def validate_outputs(body: dict) -> tuple[list[str], list[str]]:
                 f"outputs: {pattern!r} points outside the job's working directory; "
                 "use a glob relative to it, such as results/*.csv."
             )
+    return outputs, validate_reports(body)
+
+
+def validate_reports(body: dict) -> list[str]:
+    """The report formats asked for: the default (html), or none for ``["none"]`` or ``[]``."""
     reports = string_list(body.get("reports", list(REPORT_FORMATS)), "reports")
+    if NO_REPORT in reports:
+        if len(reports) > 1:
+            raise InvalidRequest(
+                f"reports: {NO_REPORT!r} asks for no report, so it cannot go with {', '.join(reports)}; give one or the other."
+            )
+        return []
     for fmt in reports:
         if fmt not in REPORT_FORMATS:
             raise InvalidRequest(
-                f"reports: unknown format {fmt!r}. Allowed: {', '.join(REPORT_FORMATS)} "
-                "(the executed notebook is always kept)."
+                f"reports: unknown format {fmt!r}. Allowed: {', '.join(REPORT_FORMATS)}, or {NO_REPORT!r} "
+                "for no report (the executed notebook is always kept)."
             )
-    return outputs, reports
+    return reports
 
 
 def string_list(value, field_name: str) -> list[str]:

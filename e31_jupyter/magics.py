@@ -86,6 +86,10 @@ def _cell_parser() -> argparse.ArgumentParser:
     )  # fmt: skip
     parser.add_argument("--out", dest="outputs", metavar="NAMES", help="names to return (default: all assigned)")
     parser.add_argument("--output", dest="files", action="append", metavar="GLOB", help="files to collect")
+    parser.add_argument(
+        "--report", dest="reports", action="append", metavar="FORMAT",
+        help="report format, or `none` for no report (default: html)",
+    )  # fmt: skip
     parser.add_argument("--data", action="append", metavar="PATH", help="a file or folder to copy in")
     arguments.container_options(parser)
     after = parser.add_mutually_exclusive_group()
@@ -442,6 +446,7 @@ def _request(args: argparse.Namespace) -> dict:
         "deadline": args.deadline,
         "team": args.team,
         "outputs": args.files,
+        "reports": args.reports,
         "data": [os.path.abspath(p) for p in args.data] if args.data else None,
         "image": args.image,
         "memory": args.memory,

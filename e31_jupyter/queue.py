@@ -115,6 +115,9 @@ class Queue:
         self.staging.sweep(self.store.job_ids(), self.jobdir)
         self._try_to_become_scheduler()
         self._ticker = asyncio.create_task(self._tick_forever())
+        check = getattr(self.backend, "check_default_image", None)
+        if check is not None:  # a container's image: said in the log before a job waits for it
+            self._loop.run_in_executor(None, check)
 
     async def stop(self) -> None:
         """Stop scheduling. Running jobs go on; the next scheduler adopts them."""
@@ -778,6 +781,7 @@ class Queue:
             "files_left_out": len(manifest.get("left_out", [])),
             "values": sorted(jobdir.values_index()),
             "reports": sorted(manifest.get("reports", {})),
+            "after_work_failures": manifest.get("after_work_failures", []),
             "progress": {k: progress.get(k) for k in ("cells_done", "cells_total")},
         }
 
@@ -822,6 +826,14 @@ class Queue:
         return handle
 
 
+def after_work_reason(manifest: dict) -> str:
+    """A succeeded job's reason: what went wrong after its notebook ran ("" when nothing did)."""
+    failures = manifest.get("after_work_failures") or []
+    if not failures:
+        return ""
+    return "the notebook succeeded; after it, " + "; ".join(f["reason"] for f in failures)
+
+
 def _disk_full(path: Path, reason: str) -> bool:
     if "No space left on device" in reason:
         return True
@@ -853,7 +865,7 @@ def _final_state(job: dict, manifest: dict | None, exit_code: int | None, start_
     if job["stop_requested"] == "timeout":
         return "failed", f"timeout: ran longer than max_runtime ({format_seconds(job['max_runtime_s'])})"
     if manifest and manifest.get("status") == "succeeded":
-        return "succeeded", ""
+        return "succeeded", after_work_reason(manifest)
     if manifest and manifest.get("status") == "failed":
         return "failed", manifest.get("reason") or "the notebook failed"
     if exit_code is not None and exit_code < 0:

@@ -43,11 +43,12 @@ def job_view(
         "work": work_view(spec),
         "output": {
             "files": spec.get("outputs", []),
-            "reports": result.get("reports") or spec.get("reports", []),
+            "reports": result["reports"] if "reports" in result else spec.get("reports", []),  # those made, once ended
         },
         "files_count": result.get("files_count", 0),
         "files_left_out": result.get("files_left_out", 0),
         "values": result.get("values", []),
+        "after_work_failures": result.get("after_work_failures", []),
         "files_deleted": _deleted_view(result.get("deleted")),
         "fingerprint": job["fingerprint"],
     }

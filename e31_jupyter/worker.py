@@ -4,6 +4,10 @@ Executes the job's notebook with papermill in the job's working directory, recor
 (cells done of total) and a heartbeat, saves the partly executed notebook as it goes, and at the
 end collects outputs and writes the result manifest. Knows nothing of the server: it reads and
 writes only the job directory. Its exit status is 0 only when the notebook succeeded.
+
+After the notebook, rendering reports, collecting files and saving values are each guarded: a
+step that fails is listed in the manifest's ``after_work_failures`` and printed to the log, and
+the job's state stays its notebook's.
 """
 
 from __future__ import annotations
@@ -20,7 +24,8 @@ import time
 from pathlib import Path
 
 from .jobdir import JobDir, write_json_atomic, write_text_atomic
-from .outputs import collect_files, snapshot, write_reports
+from .outputs import collect_files, failure, snapshot, write_reports
+from .packaging import RESULTS_TAG
 from .text import format_size
 
 HEARTBEAT_S = 2.0
@@ -196,9 +201,48 @@ def run(jobdir: JobDir) -> dict:
             shutil.rmtree(sockets, ignore_errors=True)
     signal.signal(signal.SIGTERM, signal.SIG_IGN)  # the notebook is done; let the results land
     finished_at = time.time()
+    failures: list[dict] = []
+    if status == "failed" and _results_cell_failed(jobdir):  # the user's cells all ran
+        status, reason = "succeeded", ""
+        failures.append(failure("values", f"the values were not saved: {_cell_error(jobdir)}"))
+    manifest = {
+        "status": status,
+        "reason": reason,
+        "started_at": started_at,
+        "finished_at": finished_at,
+        **_after_work(jobdir, spec, failures),
+    }
+    for item in manifest["after_work_failures"]:
+        print(f"e31: after the notebook, {item['step']}: {item['reason']}", flush=True)
+    write_json_atomic(jobdir.manifest, manifest)
+    return manifest
+
+
+def _after_work(jobdir: JobDir, spec: dict, failures: list[dict]) -> dict:
+    """Collect files, render reports and list the values that were not saved, each step on its
+    own: one that fails adds to ``failures`` and the others go on."""
+    files, left_out, reports = [], [], {}
+    try:
+        files, left_out = _collect(jobdir, spec, failures)
+    except Exception as error:
+        failures.append(failure("files", f"the job's files could not be collected: {type(error).__name__}: {error}"))
+    try:
+        reports, report_failures = write_reports(jobdir, spec["reports"], spec.get("image") or "")
+        failures.extend(report_failures)
+    except Exception as error:
+        failures.append(failure("report", f"reports failed: {type(error).__name__}: {error}"))
+    try:
+        failures.extend(_values_not_saved(jobdir))
+    except Exception as error:
+        failures.append(failure("values", f"the values' index cannot be read: {type(error).__name__}: {error}"))
+    return {"files": files, "left_out": left_out, "reports": reports, "after_work_failures": failures}
+
+
+def _collect(jobdir: JobDir, spec: dict, failures: list[dict]) -> tuple[list[dict], list[dict]]:
     baseline = jobdir.read_json(jobdir.baseline, {})
     quota = spec.get("max_output_bytes", 50 << 30)
-    files, left_out = collect_files(jobdir.work, baseline, spec["outputs"], quota)
+    unreadable: list[str] = []
+    files, left_out = collect_files(jobdir.work, baseline, spec["outputs"], quota, unreadable)
     if left_out:
         print(
             f"e31: {len(left_out)} file(s), {format_size(sum(f['size'] for f in left_out))}, were not "
@@ -206,17 +250,41 @@ def run(jobdir: JobDir) -> dict:
             "(c.E31.max_output_bytes). They stay in the job's directory.",
             flush=True,
         )
-    manifest = {
-        "status": status,
-        "reason": reason,
-        "started_at": started_at,
-        "finished_at": finished_at,
-        "files": files,
-        "left_out": left_out,
-        "reports": write_reports(jobdir, spec["reports"]),
-    }
-    write_json_atomic(jobdir.manifest, manifest)
-    return manifest
+    if unreadable:
+        failures.append(failure(
+            "files",
+            f"{len(unreadable)} file(s) or folder(s) the job's user cannot read were not collected "
+            f"({'; '.join(unreadable[:5])}{'; ...' if len(unreadable) > 5 else ''}): make what the "
+            "notebook writes readable by its own user.",
+        ))  # fmt: skip
+    return files, left_out
+
+
+def _values_not_saved(jobdir: JobDir) -> list[dict]:
+    """A failure for each value a cell job could not hand back (values.json says why)."""
+    index = jobdir.values_index()
+    return [failure("values", entry["skipped"]) for entry in index.values() if "skipped" in entry]
+
+
+def _results_cell(jobdir: JobDir) -> dict | None:
+    """The executed notebook's cell that hands a cell job's values back (None: not a cell job)."""
+    import nbformat
+
+    try:
+        cells = nbformat.read(jobdir.executed_notebook, as_version=4).cells
+    except (OSError, ValueError):
+        return None
+    return next((c for c in cells if RESULTS_TAG in c.get("metadata", {}).get("tags", [])), None)
+
+
+def _results_cell_failed(jobdir: JobDir) -> bool:
+    cell = _results_cell(jobdir)
+    return cell is not None and any(o.get("output_type") == "error" for o in cell.get("outputs", []))
+
+
+def _cell_error(jobdir: JobDir) -> str:
+    error = next(o for o in _results_cell(jobdir)["outputs"] if o.get("output_type") == "error")
+    return f"{error.get('ename')}: {error.get('evalue')}"
 
 
 def _describe(error: Exception, progress: Progress, kernel_exits: list[int]) -> str:

@@ -210,7 +210,7 @@ def request_options(parser: argparse.ArgumentParser, defaults: str = "") -> None
     )
     parser.add_argument(
         "--report", dest="reports", action="append", metavar="FORMAT",
-        help=f"report format (repeatable{default('html')})",
+        help=f"report format, or `none` for no report (repeatable{default('html')})",
     )
 
 

@@ -32,6 +32,9 @@ def describe(job: dict) -> str:
         details = [f"{progress['cells_done']}/{progress['cells_total']} cells"] if progress.get("cells_total") else []
         details += format_outlook(job)
         return f"{text} ({', '.join(details)})" if details else text
+    if state == "succeeded" and job.get("after_work_failures"):
+        steps = dict.fromkeys(f["step"] for f in job["after_work_failures"])
+        return f"succeeded (after it, failed: {', '.join(steps)})"
     return f"{state}: {reason}" if reason and state != "succeeded" else state
 
 
@@ -96,6 +99,10 @@ def format_job(job: dict) -> str:
         ("finished", format_moment(job.get("finished_at"))),
     ]
     lines = [f"{label + ':':<11}{'-' if value is None else value}" for label, value in fields]
+    failures = job.get("after_work_failures") or []
+    if failures:
+        lines.append("after the notebook:")
+    lines += [f"  {item['step']}: {item['reason']}" for item in failures]
     transitions = job.get("transitions") or []
     if transitions:
         lines.append("history:")
