@@ -2,8 +2,10 @@
 
 The container runs the same worker as the local backend, ``python3 -m e31_jupyter.worker
 JOBDIR``, with this e31_jupyter package mounted read-only, so progress, outputs and manifest are
-the same; the image needs only Python with papermill, ipykernel and nbconvert (checked once per
-image, before its first job). The container gets:
+the same; the image needs only Python with papermill, ipykernel and nbconvert. Each image is
+checked once, before its first job, by ``image_check`` run the way a job runs (the same mounts,
+user and environment); the default image is also checked when the server starts
+(``check_default_image``), so an admin reads what it lacks in the log. The container gets:
 
 - exactly the granted GPUs, as a device request with the ``gpu`` capability;
 - the job's directory, read-write at the same path, and the configured read-only mounts: nothing
@@ -18,6 +20,7 @@ image, before its first job). The container gets:
 
 from __future__ import annotations
 
+import json
 import logging
 import math
 import os
@@ -43,13 +46,8 @@ JOB_LABEL = "e31.job"
 PACKAGE_DIR = Path(__file__).resolve().parent.parent  # this e31_jupyter package
 PACKAGE_PARENT_IN_CONTAINER = "/opt/e31"
 HOME_IN_CONTAINER = "/tmp"
-REQUIRED_MODULES = ("papermill", "ipykernel", "nbconvert")  # nbconvert: the HTML report
-# What a job's image must have, checked before its first job; a failure's last line says what is missing.
-_IMAGE_CHECK = (
-    "import sys; "
-    "assert sys.version_info >= (3, 10), 'Python ' + sys.version.split()[0] + ' is older than 3.10'; "
-    f"import {', '.join(REQUIRED_MODULES)}"
-)
+REQUIRED_MODULES = ("papermill", "ipykernel")  # what the worker needs (image_check.NEEDED)
+REPORT_MODULES = ("nbconvert",)  # what the HTML report needs; without it the job runs, reportless
 ENGINE_RETRY_S = 2.0
 
 # The worker, with its output appended to job.log as the local backend does (images need no shell).
@@ -209,7 +207,8 @@ class DockerBackend:
         return env
 
     def _check_image(self, image: str) -> None:
-        """The image is on the engine and has Python with what the worker imports."""
+        """The image is on the engine and has Python with what the worker imports. One that
+        cannot render reports is accepted (its jobs' reports fail and say why), with a warning."""
         if not image:
             raise E31Error("the job names no image and there is no default (c.E31.docker_image).")
         try:
@@ -219,28 +218,55 @@ class DockerBackend:
             raise E31Error(message) from None
         if image_id in self._usable_images:
             return
-        problem = self._missing_in(image_id)
-        if problem:
+        found = self.probe(image)
+        if found["cannot_run"]:
             raise E31Error(
-                f"the image {image!r} cannot run e31 jobs: {problem}. A job's image must contain "
-                f"Python 3.10+ ({self.python}) with {', '.join(REQUIRED_MODULES)}: add "
-                f"`pip install {' '.join(REQUIRED_MODULES)}` to it."
+                f"the image {image!r} cannot run e31 jobs: {'; '.join(found['cannot_run'])}. A job's image must "
+                f"contain Python 3.10+ ({self.python}) with {', '.join(REQUIRED_MODULES + REPORT_MODULES)}: add "
+                f"`pip install {' '.join(REQUIRED_MODULES + REPORT_MODULES)}` to it."
             )
+        if found["report"]:
+            log.warning("e31: jobs in the image %r will have no HTML report: %s", image, found["report"])
         self._usable_images.add(image_id)
 
-    def _missing_in(self, image_id: str) -> str:
-        """What the image lacks of what a job needs, in the words of the failed import ("" if nothing)."""
-        probe = self.engine.containers.create(
-            image_id, [self.python, "-c", _IMAGE_CHECK], user=self.user or _servers_user(), network_mode="none"
-        )
+    def check_default_image(self) -> None:
+        """At the server's start: say in the log whether the default image can run jobs and
+        render their reports, and what it lacks. Only warns: an image can be fixed (rebuilt,
+        pulled) while the server runs, and jobs may name other images."""
+        image = self.container_limits.default_image
+        if not image:
+            return
+        try:
+            self._check_image(image)
+        except (E31Error, DockerException) as error:
+            log.error(
+                "e31: %s Jobs in the default image (c.E31.docker_image) will fail until it is fixed.",
+                error if isinstance(error, E31Error) else f"cannot check the image {image!r}: {error}",
+            )
+            return
+        log.info("e31: the default image %r can run e31 jobs", image)
+
+    def probe(self, image: str) -> dict:
+        """``image_check``'s verdict on ``image``, run as a job of the server's own account
+        runs: its user, environment, the job mounts, no network."""
+        account = accounts.current()
+        settings = {
+            "user": self.user or f"{account.uid}:{account.gid}",
+            "environment": self._environment("image-check", [], account),
+            "mounts": [_mount(str(PACKAGE_DIR), f"{PACKAGE_PARENT_IN_CONTAINER}/{PACKAGE_DIR.name}"), *self.mounts],
+            "tmpfs": {HOME_IN_CONTAINER: "mode=1777"},
+            "working_dir": HOME_IN_CONTAINER,
+            "network_mode": "none",
+            "cap_drop": ["ALL"],
+            "security_opt": ["no-new-privileges"],
+        }
+        probe = self.engine.containers.create(image, [self.python, "-m", "e31_jupyter.image_check", image], **settings)
         try:
             probe.start()
-            if probe.wait()["StatusCode"] == 0:
-                return ""
-            lines = probe.logs(stdout=False, stderr=True).decode(errors="replace").strip().splitlines()
-            return lines[-1] if lines else f"{self.python} exited with {probe.attrs['State']['ExitCode']}"
+            status = probe.wait()["StatusCode"]
+            return _verdict(probe.logs(stdout=True, stderr=False), probe.logs(stdout=False, stderr=True), status)
         except APIError as error:  # no such command in the image
-            return _message(error)
+            return {"cannot_run": [_message(error)], "report": ""}
         finally:
             probe.remove(force=True)
 
@@ -256,8 +282,14 @@ class DockerBackend:
             return None
 
 
-def _servers_user() -> str:
-    return f"{os.getuid()}:{os.getgid()}"
+def _verdict(stdout: bytes, stderr: bytes, status: int) -> dict:
+    """image_check's JSON line; else what went wrong, in the words of its last line of errors."""
+    lines = stdout.decode(errors="replace").strip().splitlines()
+    try:
+        return json.loads(lines[-1])
+    except (IndexError, ValueError):
+        errors = stderr.decode(errors="replace").strip().splitlines()
+        return {"cannot_run": [errors[-1] if errors else f"the check exited with {status}"], "report": ""}
 
 
 def _connect() -> docker.DockerClient:
