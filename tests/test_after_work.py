@@ -81,6 +81,8 @@ def test_a_report_that_cannot_be_rendered_leaves_the_job_succeeded_and_says_why(
     shown = status_text(server, job["id"], capsys)
     assert "succeeded (after it, failed: report)" in shown
     assert "  report: HTML report failed: nbconvert has no template 'lab'" in shown
+    with pytest.raises(Exception, match="has no HTML report: HTML report failed: nbconvert has no template 'lab'"):
+        client.report(job["id"])
     collected = client.collect(job["id"], tmp_path / "collected")  # no report to bring back: not an error
     assert (collected / "files" / "out.txt").exists() and not list(collected.glob("*.html"))
 

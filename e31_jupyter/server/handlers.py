@@ -196,6 +196,15 @@ class NotebookHandler(E31Handler):
         self.finish(notebook)
 
 
+def _why_no_report(job: dict) -> str:
+    """Why an ended job has no report: it failed (and why), or none was asked for."""
+    if job["state"] not in FINAL_STATES:
+        return " yet."
+    failures = (job.get("result") or {}).get("after_work_failures") or []
+    failed = [f["reason"] for f in failures if f.get("step") == "report"]
+    return f": {failed[0]}" if failed else " (it was not asked for)."
+
+
 class ReportHandler(E31Handler):
     @web.authenticated
     @authorized
@@ -204,10 +213,7 @@ class ReportHandler(E31Handler):
         job, jobdir = self.job_and_dir(job_id)
         report = _read_job_file(jobdir, jobdir.report)
         if report is None:
-            raise Conflict(
-                f"Job {job_id} is {job['state']} and has no HTML report"
-                + (" (it was not asked for)." if job["state"] in FINAL_STATES else " yet.")
-            )
+            raise Conflict(f"Job {job_id} is {job['state']} and has no HTML report{_why_no_report(job)}")
         # The report is the job's own content: never let it run as this server's origin.
         self.set_header("Content-Security-Policy", "sandbox allow-scripts allow-popups")
         self.finish(report, set_content_type="text/html; charset=utf-8")
