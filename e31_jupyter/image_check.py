@@ -13,14 +13,14 @@ NEEDED = ("papermill", "ipykernel")  # what the worker imports to run a notebook
 
 def check(image):
     result = {"python": sys.version.split()[0], "cannot_run": [], "report": ""}
-    if sys.version_info < (3, 10):
-        result["cannot_run"].append("Python %s is older than 3.10" % result["python"])
+    if sys.version_info < (3, 10):  # noqa: UP036 (this runs on the image's Python, whatever it is)
+        result["cannot_run"].append("Python %s is older than 3.10" % result["python"])  # noqa: UP031
         return result
     for module in NEEDED:
         try:
             __import__(module)
-        except Exception as error:
-            result["cannot_run"].append("%s: %s" % (type(error).__name__, error))
+        except Exception as error:  # noqa: BLE001 (a module that fails to import, however it fails)
+            result["cannot_run"].append("%s: %s" % (type(error).__name__, error))  # noqa: UP031
     result["report"] = report_problem(image)
     return result
 
@@ -34,7 +34,7 @@ def report_problem(image):
         notebook = nbformat.v4.new_notebook(cells=[nbformat.v4.new_markdown_cell("![plot](plot.png)")])
         nbconvert.HTMLExporter().from_notebook_node(notebook)
         return ""
-    except Exception as error:
+    except Exception as error:  # noqa: BLE001 (whatever nbconvert raises is the answer)
         from .outputs import report_problem as explain
 
         return explain(error, image)
