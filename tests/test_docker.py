@@ -295,7 +295,8 @@ def test_an_image_without_papermill_fails_the_job_and_says_so(engine, start_dock
     assert f"the image {BARE_IMAGE!r} cannot run e31 jobs" in job["reason"]
     assert "No module named 'papermill'" in job["reason"]
     assert "must contain Python 3.10+ (python3) with papermill, ipykernel, nbconvert" in job["reason"]
-    assert engine.client.containers.list(all=True) == []  # neither the probe nor the job is left
+    # neither the probes (the job's, and the start's of the default image, which may still run) nor the job is left
+    wait_for(lambda: engine.client.containers.list(all=True) == [], what="the probe containers to be removed")
 
     with pytest.raises(E31Error, match=f"'elsewhere:latest' is not allowed here. {ALLOWED}"):
         client.submit(path=str(notebook), image="elsewhere:latest")
