@@ -21,15 +21,19 @@ def _get(url: str, token: str) -> int | None:
         return None
 
 
-def test_e31_lab_serves_jupyterlab_with_the_queue(tmp_path):
-    port, token = free_port(), "lab-token"
+def _start_lab(port: int, token: str, data_dir, root_dir) -> subprocess.Popen:
+    """``e31 lab`` on ``port``, its log in ``root_dir/lab.log``."""
     command = [
         sys.executable, "-m", "e31_jupyter.cli", "lab", "--no-browser", f"--port={port}",
-        f"--IdentityProvider.token={token}", f"--E31.data_dir={tmp_path / 'data'}",
-        f"--ServerApp.root_dir={tmp_path}",
+        f"--IdentityProvider.token={token}", f"--E31.data_dir={data_dir}", f"--ServerApp.root_dir={root_dir}",
     ]  # fmt: skip
-    with open(tmp_path / "lab.log", "wb") as log:
-        lab = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT)
+    with open(root_dir / "lab.log", "wb") as log:
+        return subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT)
+
+
+def test_e31_lab_serves_jupyterlab_with_the_queue(tmp_path):
+    port, token = free_port(), "lab-token"
+    lab = _start_lab(port, token, tmp_path / "data", tmp_path)
     try:
         base = f"http://127.0.0.1:{port}"
         wait_for(lambda: _get(f"{base}/e31/api/gpus", token) == 200, timeout=60, what="e31 lab")
@@ -119,12 +123,7 @@ def test_jupyterlab_whose_queue_cannot_start_answers_503_with_why(tmp_path):
     blocker = tmp_path / "file-not-dir"
     blocker.write_text("x")
     port, token = free_port(), "lab-token"
-    command = [
-        sys.executable, "-m", "e31_jupyter.cli", "lab", "--no-browser", f"--port={port}",
-        f"--IdentityProvider.token={token}", f"--E31.data_dir={blocker / 'data'}", f"--ServerApp.root_dir={tmp_path}",
-    ]  # fmt: skip
-    with open(tmp_path / "lab.log", "wb") as log:
-        lab = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT)
+    lab = _start_lab(port, token, blocker / "data", tmp_path)
     try:
         base = f"http://127.0.0.1:{port}"
         wait_for(lambda: _get(f"{base}/lab", token) == 200, timeout=60, what="e31 lab")
