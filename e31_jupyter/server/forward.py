@@ -69,23 +69,10 @@ class ForwardHandler(APIHandler):
 
     @web.authenticated
     @authorized
-    async def get(self, path):
+    async def _any_method(self, path):
         await self._forward(path)
 
-    @web.authenticated
-    @authorized
-    async def post(self, path):
-        await self._forward(path)
-
-    @web.authenticated
-    @authorized
-    async def patch(self, path):
-        await self._forward(path)
-
-    @web.authenticated
-    @authorized
-    async def delete(self, path):
-        await self._forward(path)
+    get = post = patch = delete = _any_method
 
 
 class SystemScheduler:
