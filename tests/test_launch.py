@@ -103,6 +103,8 @@ def test_an_unwritable_data_directory_is_a_clear_start_up_error(tmp_path):
         ("--E31.delete_files_after=soon", "c.E31.delete_files_after: cannot read 'soon' as a duration"),
         ("--E31.gpu_hour_rate=-1", "c.E31.gpu_hour_rate must be 0 or more."),
         ("--E31.max_gpus_per_user=-1", "c.E31.max_gpus_per_user is -1: give the most GPUs one user's jobs may hold"),
+        ("--E31.gpus=0,gpu1", "c.E31.gpus: 'gpu1' is not a GPU id. Give device indices, GPU-... UUIDs or MIG-... ids"),
+        ('--E31.gpus=["0", "1"', "c.E31.gpus: '[\"0\"' is not a GPU id."),
     ],
 )
 def test_a_bad_setting_is_a_clear_start_up_error(tmp_path, setting, message):
@@ -137,3 +139,11 @@ def test_jupyterlab_whose_queue_cannot_start_answers_503_with_why(tmp_path):
     finally:
         lab.terminate()
         lab.wait(20)
+
+
+@pytest.mark.parametrize("given", ['["0", "1"]', "0,1", "[0, 1]"])
+def test_gpus_may_be_given_as_a_list_or_with_commas(given):
+    from e31_jupyter.server.config import E31
+
+    assert E31(gpus=[given]).gpus == ["0", "1"]
+    assert E31(gpus=["GPU-0a1b-2c3d", "MIG-GPU-0a1b/1/0"]).gpus == ["GPU-0a1b-2c3d", "MIG-GPU-0a1b/1/0"]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ast
 import os
 import re
 
@@ -16,6 +17,7 @@ from ..job_env import check_configured
 from ..policy import DEFAULT_POLICY, E31_LONG_SHARE, POLICIES
 
 
+GPU_ID = re.compile(r"\d+|GPU-[0-9A-Fa-f-]+|MIG-[0-9A-Za-z/-]+")  # an index, a UUID, a MIG device
 SYSTEM_DATA_DIR = "/var/lib/e31"  # the system scheduler's, owned by root
 
 
@@ -197,10 +199,16 @@ class E31(Configurable):
 
     @validate("gpus")
     def _split_device_lists(self, proposal):
-        # --E31.gpus=0,1 on the command line arrives as one item "0,1"
         if proposal["value"] is None:
             return None
-        return [d.strip() for item in proposal["value"] for d in str(item).split(",") if d.strip()]
+        devices = [device for item in proposal["value"] for device in _device_ids(str(item))]
+        for device in devices:
+            if not GPU_ID.fullmatch(device):
+                raise ValueError(
+                    f"c.E31.gpus: {device!r} is not a GPU id. Give device indices, GPU-... UUIDs or MIG-... ids: "
+                    '--E31.gpus=0,1, --E31.gpus=\'["0", "1"]\' or c.E31.gpus = ["0", "1"].'
+                )
+        return devices
 
     def backend_settings(self) -> dict:
         """The keyword arguments of ``backends.create`` for the configured backend."""
@@ -320,6 +328,19 @@ class E31(Configurable):
     @validate("job_env")
     def _check_job_env(self, proposal):
         return check_configured(proposal["value"])
+
+
+def _device_ids(item: str) -> list[str]:
+    """One configured item as device ids: --E31.gpus=0,1 arrives as "0,1", and the list form
+    --E31.gpus='["0", "1"]' as the text of a list."""
+    text = item.strip()
+    if text.startswith("[") and text.endswith("]"):
+        try:
+            listed = ast.literal_eval(text)
+        except (ValueError, SyntaxError):
+            raise ValueError(f"c.E31.gpus: cannot read {text!r} as a list; write it as '[\"0\", \"1\"]' or 0,1.") from None
+        return [str(device).strip() for device in listed if str(device).strip()]
+    return [device.strip() for device in text.split(",") if device.strip()]
 
 
 def _split_items(values: list[str]) -> list[str]:
