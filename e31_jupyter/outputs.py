@@ -79,18 +79,23 @@ def _regular_files(root: Path, unreadable: list[str] | None = None):
                 yield path
 
 
-def write_reports(jobdir: JobDir, formats: list[str], image: str = "") -> tuple[dict[str, str], list[dict]]:
-    """Render the executed notebook into each report format. Returns (format -> file name,
-    failures): a report that cannot be rendered is a failure that says why and what to add
-    to ``image`` (the job's container image; "": this Python environment)."""
+def write_reports(
+    jobdir: JobDir, formats: list[str], image: str = "", title: str = "notebook"
+) -> tuple[dict[str, str], list[dict]]:
+    """Render the executed notebook into each report format, ``title`` its name (the user's
+    notebook's, not the job's file's). Returns (format -> file name, failures): a report that
+    cannot be rendered is a failure that says why and what to add to ``image`` (the job's
+    container image; "": this Python environment)."""
     if not jobdir.executed_notebook.exists():
         return {}, []
     written, failures = {}, []
     if "html" in formats:
         try:
+            import nbformat
             from nbconvert import HTMLExporter
 
-            body, _ = HTMLExporter().from_filename(str(jobdir.executed_notebook))
+            notebook = nbformat.read(jobdir.executed_notebook, as_version=4)
+            body, _ = HTMLExporter().from_notebook_node(notebook, resources={"metadata": {"name": title}})
             jobdir.report.write_text(body, encoding="utf-8")
             written["html"] = jobdir.report.name
         except Exception as error:  # whatever nbconvert raises, the notebook's work stands

@@ -227,7 +227,8 @@ def _after_work(jobdir: JobDir, spec: dict, failures: list[dict]) -> dict:
     except Exception as error:
         failures.append(failure("files", f"the job's files could not be collected: {type(error).__name__}: {error}"))
     try:
-        reports, report_failures = write_reports(jobdir, spec["reports"], spec.get("image") or "")
+        title = Path(spec.get("notebook_name") or "notebook").stem
+        reports, report_failures = write_reports(jobdir, spec["reports"], spec.get("image") or "", title)
         failures.extend(report_failures)
     except Exception as error:
         failures.append(failure("report", f"reports failed: {type(error).__name__}: {error}"))

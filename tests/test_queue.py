@@ -92,7 +92,8 @@ def test_parameters_are_injected_and_outputs_collected(client):
     executed = nbformat.reads(json.dumps(client.notebook(job["id"])), as_version=4)
     injected = [c for c in executed.cells if "injected-parameters" in c.metadata.get("tags", [])]
     assert injected and "epochs = 4" in injected[0].source
-    assert "final loss after 4 epochs" in client.report(job["id"])
+    report = client.report(job["id"])
+    assert "final loss after 4 epochs" in report and "<title>train</title>" in report  # the notebook's name
     assert job["progress"]["cells_done"] == job["progress"]["cells_total"] == len(executed.cells)
     assert job["meter"]["gpu_seconds"] > 0
     meter = client.meter()
