@@ -278,7 +278,8 @@ class E31Client:
             poll = min(poll * 1.5, MAX_POLL_S)
 
     def collect(self, job_id: str, to_dir: str | os.PathLike) -> Path:
-        """Write a finished job's output into ``to_dir`` and return it.
+        """Write a finished job's output into ``to_dir`` (``to_dir-JOB`` when it holds another
+        job's) and return where.
 
         Layout: ``job.json`` (the job with its transitions), ``<notebook>.executed.ipynb`` and
         ``<notebook>.executed.html`` when the server has them, the collected files under
@@ -290,7 +291,7 @@ class E31Client:
             raise Conflict(
                 f"Job {job_id} is still {job['state']}; collect it once it has finished."
             )
-        root = Path(to_dir)
+        root = _collect_folder(Path(to_dir), job_id)
         files = self.files(job_id)
         targets = [(entry["path"], safe_destination(root / "files", entry["path"])) for entry in files]
         root.mkdir(parents=True, exist_ok=True)
@@ -314,6 +315,16 @@ def _private_file(path: Path):
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
     os.fchmod(fd, 0o600)
     return os.fdopen(fd, "wb")
+
+
+def _collect_folder(folder: Path, job_id: str) -> Path:
+    """``folder``, unless it holds another job's collected output (its job.json): then
+    ``folder-JOB``, so that one job's output never overwrites or mixes with another's."""
+    try:
+        other = json.loads((folder / "job.json").read_text()).get("id")
+    except (OSError, ValueError, AttributeError):
+        return folder
+    return folder if other == job_id else folder.with_name(f"{folder.name}-{job_id}")
 
 
 def socket_url(socket_path: str) -> str:

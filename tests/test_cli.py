@@ -365,6 +365,17 @@ def test_collect_writes_the_notebook_report_and_files(e31, trained, tmp_path):
     assert (dest / "files" / "loss.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
+def test_collect_into_a_folder_holding_another_jobs_output_takes_a_folder_of_its_own(e31, client, trained, tmp_path):
+    other = wait_state(client, client.submit(path=TRAIN, parameters={"epochs": 1})["id"], "succeeded")["id"]
+    dest = tmp_path / "results"
+    assert e31("collect", trained, "--to", dest)[:2] == (0, f"Collected job {trained} into {dest}\n")
+    code, out, _ = e31("collect", other, "--to", dest)
+    assert code == 0 and out.startswith(f"Collected job {other} into {dest}-{other}\n")
+    assert json.loads((dest / "job.json").read_text())["id"] == trained  # untouched
+    assert json.loads((tmp_path / f"results-{other}" / "job.json").read_text())["id"] == other
+    assert e31("collect", trained, "--to", dest)[1] == f"Collected job {trained} into {dest}\n"  # its own again
+
+
 def test_collect_of_several_jobs_gives_each_a_folder(e31, client, gated, trained, tmp_path):
     other = wait_state(client, client.submit(path=TRAIN, parameters={"epochs": 1})["id"], "succeeded")
     busy = wait_state(client, gated.submit(client, "busy", gpus=1)["id"], "running")
