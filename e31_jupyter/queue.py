@@ -27,7 +27,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from . import gpus as gpu_inventory
-from . import accounts, datadir, meter, policy, views
+from . import accounts, datadir, meter, policy, sweep, views
 from .accounts import Account
 from .admission import Admission, Caller, Revision
 from .dependencies import Standing, broken_reason, standing
@@ -301,7 +301,8 @@ class Queue:
                 "Submit the notebook again with its --data instead (e31 submit ... --data ...)."
             )
         if isinstance(changes.get("parameters"), dict):
-            changes = {**changes, "parameters": {**body["parameters"], **changes["parameters"]}}
+            parameters = {**body["parameters"], **changes["parameters"]}
+            changes = {"name": sweep.renamed(body["name"], parameters), **changes, "parameters": parameters}
         return {**body, **changes}
 
     async def _record(self, job_id: str, spec: JobSpec, record: dict) -> None:

@@ -7,6 +7,7 @@ point: ``train[lr=0.1,batch=32]``. Pure: the CLI and the magics do the submittin
 
 from __future__ import annotations
 
+import re
 from itertools import product
 from typing import Any, Callable, Sequence
 
@@ -69,3 +70,16 @@ def bodies(body: dict, grid_points: list[dict], name: str) -> list[dict]:
         {**body, "parameters": {**body.get("parameters", {}), **point}, "name": f"{name}[{label(point)}]"}
         for point in grid_points
     ]
+
+
+def renamed(name: str, parameters: dict) -> str:
+    """A sweep point's name (``train[lr=0.1,epochs=5]``) with the values ``parameters`` now give
+    the names in it, so that a point run again with other values says so; any other name as it is."""
+    match = re.fullmatch(r"(.*)\[([^\[\]]*)\]", name)
+    if match is None:
+        return name
+    base, inside = match.groups()
+    names = [pair.partition("=")[0] for pair in inside.split(",")]
+    if not all("=" in pair for pair in inside.split(",")) or not all(n in parameters for n in names):
+        return name
+    return f"{base}[{label({n: parameters[n] for n in names})}]"

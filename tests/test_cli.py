@@ -202,6 +202,13 @@ def test_a_sweep_submits_one_job_per_combination(e31, client):
     assert row.split()[:2] == [jobs[-1]["id"], "train[epochs=2,…arning_rate=0.2]"]  # cut in the middle
     assert e31("jobs", "--name", "nothing*")[1] == "No jobs named nothing*.\n"
 
+    code, out, _ = e31("resubmit", jobs[-1]["id"], "-p", "epochs", 3)  # a point run again with another value
+    again = client.job(out.split()[0])
+    assert again["name"] == "train[epochs=3,learning_rate=0.2]"
+    assert again["work"]["parameters"] == {"epochs": 3, "learning_rate": 0.2}
+    code, out, _ = e31("resubmit", jobs[-1]["id"], "-p", "epochs", 3, "--name", "mine")
+    assert client.job(out.split()[0])["name"] == "mine"  # a name given wins
+
 
 def test_a_sweep_refused_part_way_says_what_was_submitted(start_server, gated, capsys):
     server = start_server(extra_args=["--E31.max_queued_per_user=2"])

@@ -273,3 +273,11 @@ def test_collect_refuses_to_follow_a_symlink_out_of_the_folder(tmp_path):
     (tmp_path / "out" / "link").symlink_to(tmp_path)
     with pytest.raises(InvalidRequest):
         safe_destination(tmp_path / "out", "link/x.txt")
+
+
+def test_a_sweep_points_name_follows_its_parameters_when_run_again():
+    from e31_jupyter.sweep import renamed
+
+    assert renamed("train[lr=0.1,epochs=5]", {"lr": 0.1, "epochs": 3, "other": 1}) == "train[lr=0.1,epochs=3]"
+    for name in ("train", "train[lr]", "train[batch=2]", "a[b]c"):  # not a point of these parameters
+        assert renamed(name, {"lr": 0.1}) == name
