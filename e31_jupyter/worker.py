@@ -15,6 +15,7 @@ from __future__ import annotations
 import gc
 import logging
 import os
+import re
 import shutil
 import signal
 import sys
@@ -29,6 +30,7 @@ from .packaging import RESULTS_TAG
 from .text import format_size
 
 HEARTBEAT_S = 2.0
+ANSI_CODES = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")  # colours in a kernel's tracebacks
 SOCKETS_PREFIX = "e31-kernel-"  # + the worker's pid: a folder of kernel sockets in the temp dir
 
 
@@ -195,6 +197,7 @@ def run(jobdir: JobDir) -> dict:
             status, reason = "stopped", "stopped on request"
         except PapermillExecutionError as error:
             reason = f"cell {error.exec_count or error.cell_index} raised {error.ename}: {error.evalue}"
+            print(_plain_traceback(error.traceback), flush=True)  # e31 logs shows where it failed
         except Exception as error:  # the process decides the state; the reason says what happened
             reason = _describe(error, progress, kernel_exits)
         finally:
@@ -286,6 +289,11 @@ def _results_cell_failed(jobdir: JobDir) -> bool:
 def _cell_error(jobdir: JobDir) -> str:
     error = next(o for o in _results_cell(jobdir)["outputs"] if o.get("output_type") == "error")
     return f"{error.get('ename')}: {error.get('evalue')}"
+
+
+def _plain_traceback(lines: list[str]) -> str:
+    """A cell's traceback as the kernel sent it, without its terminal colours."""
+    return ANSI_CODES.sub("", "\n".join(lines or []))
 
 
 def _describe(error: Exception, progress: Progress, kernel_exits: list[int]) -> str:

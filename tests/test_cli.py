@@ -135,6 +135,8 @@ def test_submit_wait_of_a_failing_notebook_exits_non_zero(e31, tmp_path):
     code, out, err = e31("submit", bad, "--wait")
     assert code == 1
     assert re.match(r"\S+  failed: .*ValueError: no convergence", out)
+    log = e31("logs", out.split()[0])[1]  # the traceback, in plain text
+    assert "Traceback" in log and "----> 1 raise ValueError('no convergence')" in log and "\x1b[" not in log
 
 
 def test_wait_blocks_until_every_job_named_has_ended(e31, client, tmp_path):
