@@ -60,6 +60,20 @@ class _Done(Exception):
     """--help was printed: nothing else to do."""
 
 
+class JobFailed(Exception):
+    """A job waited for or collected did not succeed: the cell fails, so a "Run All" stops there,
+    with one line that says which job and where (its traceback is in the job's widget and log)."""
+
+    def _render_traceback_(self) -> list[str]:  # IPython shows this instead of the traceback
+        return [f"e31: {self}"]
+
+
+def _fail_unless_succeeded(jobs: list[dict]) -> None:
+    ended_otherwise = [job for job in jobs if job["state"] != "succeeded"]
+    if ended_otherwise:
+        raise JobFailed("; ".join(f"job {job['id']} ({job['name']}) {listing.describe(job)}" for job in ended_otherwise))
+
+
 class Interrupted(KeyboardInterrupt):
     """Interrupt pressed during a command (most often a wait): the cell stops, as on any
     interrupt, so a "Run All" stops too, but with a word on the jobs instead of a traceback."""
@@ -273,6 +287,7 @@ class E31Magics(Magics):
         if command == "wait" and len(rest) == 1 and not rest[0].startswith("-"):
             job = self.client.wait(self.client.resolve(rest[0]))  # one job: shown (several: the CLI's lines)
             self.show(job)
+            _fail_unless_succeeded([job])
             return job
         if command == "submit-notebook":
             return self.submit_notebook(rest)
@@ -283,7 +298,9 @@ class E31Magics(Magics):
         if command == "status" and len(rest) == 1:
             return self.show(self.client.job(self.client.resolve(rest[0])))
         args = _cli_args([command, *rest])
-        args.run(self.client, args)
+        code = args.run(self.client, args)
+        if command == "wait" and code == 1:  # as `e31 wait` exits: one of them did not succeed
+            raise JobFailed("not every job waited for succeeded; the lines above say which.")
 
     def _collect_command(self, argv: list[str]) -> dict | list[dict]:
         """``%e31 collect JOB... [--to DIR]``: one job's files into DIR; several jobs' each into
@@ -298,7 +315,14 @@ class E31Magics(Magics):
         job_ids = self.client.resolve_all(args.job)
         if len(job_ids) == 1:
             return self.collect(job_ids[0], args.to)
-        return [self.collect(job_id, under=args.to) for job_id in job_ids]
+        failures = []
+        for job_id in job_ids:  # a failed job does not stop the others' collection
+            try:
+                self.collect(job_id, under=args.to)
+            except JobFailed as failure:
+                failures.append(str(failure))
+        if failures:
+            raise JobFailed("; ".join(failures))
 
     def submit_notebook(self, argv: list[str]) -> dict | list[dict] | None:
         args = _cli_args(["submit", *argv])
@@ -360,12 +384,10 @@ class E31Magics(Magics):
             self.show(job)
             print(f"e31: collect it once it has finished (%e31 wait {job_id} blocks until then).")
             return job
-        notebook = self._executed_notebook(job_id)
         if job["state"] != "succeeded":
-            self.show(job)
-            if notebook is not None:
-                widgets.replay_outputs(notebook, errors_only=True)
-            return job
+            self.show(job)  # its widget shows the failing cell's traceback, once
+            _fail_unless_succeeded([job])
+        notebook = self._executed_notebook(job_id)
         loaded = self._load_values(job_id)
         folder = self._save_files(job, to, under)
         if notebook is not None:

@@ -206,9 +206,14 @@ def test_a_failing_cell_fails_the_job_and_collect_shows_the_traceback(kernel, cl
     job_id = _job_id(kernel.run("%%e31 submit\nbefore = 1\nafter = 1 / 0"))
     job = wait_state(client, job_id, "failed", "succeeded")
     assert job["state"] == "failed" and "ZeroDivisionError" in job["reason"]
+    kernel.run("import time; time.sleep(2.5)")  # the submit cell's widget shows the end meanwhile (poller)
     collected = kernel.run(f"%e31 collect {job_id}")
-    assert "ZeroDivisionError" in collected.stderr
+    assert collected.stderr.count("division by zero") == 1, collected.stderr  # the traceback, once
+    assert collected.error == f"e31: job {job_id} (before = 1) failed: cell 2 raised ZeroDivisionError: division by zero"
     assert "NameError" in kernel.run("before").error  # no values loaded from a failed job
+    waited = kernel.run(f"%e31 wait {job_id}\nprint('not reached')")  # the cell fails: Run All stops
+    assert waited.error.startswith(f"e31: job {job_id}") and "not reached" not in waited.stdout
+    assert kernel.run("%%e31 submit --wait\n1 / 0").error.endswith("raised ZeroDivisionError: division by zero")
 
 
 def test_submit_notebook_with_parameters(kernel, client):
