@@ -76,11 +76,9 @@ def can_read(account: Account, path: Path) -> bool:
     folder above it searchable, the path itself readable, by the permission bits. Root reads all."""
     if account.is_root:
         return True
-    path = Path(os.path.abspath(path))
+    if closed_folder(account, path) is not None:
+        return False
     try:
-        for folder in reversed(path.parents):
-            if not _allowed(account, os.stat(folder), stat.S_IXUSR):
-                return False
         info = os.stat(path)
     except OSError:
         return False

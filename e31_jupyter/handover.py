@@ -11,11 +11,11 @@ from __future__ import annotations
 
 import json
 import secrets
-import shutil
 from pathlib import Path
 
 from .errors import InvalidRequest
 from .job import server_path
+from .staging import copy_in
 
 SUBMITS = ("jobs", "check")  # API paths whose POST body names a notebook and data
 
@@ -53,10 +53,7 @@ def _copy_data(items: list, root_dir: Path, folder: Path) -> list:
         source = server_path(item, root_dir, "data")
         target = folder / source.name
         try:
-            if source.is_dir():
-                shutil.copytree(source, target, symlinks=True)
-            else:
-                shutil.copy2(source, target)
+            copy_in(source, target)
         except FileNotFoundError:
             raise InvalidRequest(f"data: nothing at {str(source)!r}.") from None
         except PermissionError as error:

@@ -106,7 +106,7 @@ class Staging:
         if Path(os.path.abspath(source)).is_relative_to(self.inbox.resolve()) and not source.is_symlink():
             os.rename(source, target)
         else:
-            _copy(source, target)
+            copy_in(source, target)
 
     def sweep(self, recorded: set[str], jobdir_of) -> None:
         """Finish what a server killed mid-submit left: a staged job that was recorded (its id
@@ -277,7 +277,8 @@ def _unreadable(error: OSError) -> None:
     raise InvalidRequest(f"data: cannot read {error.filename!r} ({error.strerror}).")
 
 
-def _copy(source: Path, target: Path) -> None:
+def copy_in(source: Path, target: Path) -> None:
+    """Copy a file, or a folder with its links as links, to ``target``."""
     if source.is_dir():
         shutil.copytree(source, target, symlinks=True)
     else:
