@@ -61,14 +61,15 @@ def can_switch_user() -> bool:
     return os.geteuid() == 0
 
 
-def members_of(group: str) -> set[str]:
-    """The users in Unix group ``group``: those it lists and those whose primary group it is."""
+def in_group(name: str, group: str) -> bool:
+    """Whether the user ``name`` is in Unix group ``group`` (as a supplementary or primary group):
+    one lookup of that user's groups, not a walk through every account (a request asks it)."""
     try:
-        entry = grp.getgrnam(group)
+        gid = grp.getgrnam(group).gr_gid
     except KeyError:
-        return set()
-    primary = {p.pw_name for p in pwd.getpwall() if p.pw_gid == entry.gr_gid}
-    return set(entry.gr_mem) | primary
+        return False
+    account = by_name(name)
+    return account is not None and gid in account.groups
 
 
 def can_read(account: Account, path: Path) -> bool:

@@ -72,7 +72,7 @@ class E31Handler(APIHandler):
 
     def _is_admin(self, name: str) -> bool:
         group = self.settings["e31_admin_group"]
-        return name in self.settings["e31_admin_users"] or bool(group and name in accounts.members_of(group))
+        return name in self.settings["e31_admin_users"] or bool(group and accounts.in_group(name, group))
 
     def json_body(self) -> dict:
         try:
