@@ -2,7 +2,7 @@
 
     python benchmarks/capture.py [--size-gb 1.0] [--runs 5] [--dir DIR] [--fsync] [--json]
 
-``e31_jupyter.values.save`` writes each value as a cloudpickle stream (protocol 5) whose large
+``e31_jupyter.notebook.values.save`` writes each value as a cloudpickle stream (protocol 5) whose large
 buffers go out of band, straight from the array's memory to their own files; ``values.load`` maps
 those files back copy-on-write. This prints, next to the targets:
 
@@ -47,7 +47,7 @@ from pathlib import Path
 
 import numpy as np
 
-from e31_jupyter import values
+from e31_jupyter.notebook import values
 
 TARGETS = {"save_ratio": 1.5, "capture_extra_peak_x_size": 1.2}
 GB = 1 << 30
@@ -197,8 +197,7 @@ import json, os, pickle, sys, time
 from pathlib import Path
 import numpy as np
 import cloudpickle
-from e31_jupyter import values
-
+from e31_jupyter.notebook import values
 mode, n, work, fsync = sys.argv[1], int(sys.argv[2]), Path(sys.argv[3]), sys.argv[4] == "1"
 
 def status():
@@ -271,7 +270,9 @@ LOAD_MODES = ["values.load", "numpy.load", "numpy.load mmap_mode='c'"]
 def child(mode: str, n: int, work: Path, fsync: bool) -> dict:
     proc = subprocess.run(
         [sys.executable, "-c", CHILD, mode, str(n), str(work), "1" if fsync else "0"],
-        capture_output=True, text=True, timeout=300,
+        capture_output=True,
+        text=True,
+        timeout=300,
     )
     if proc.returncode != 0:
         raise SystemExit(f"memory child {mode!r} failed ({proc.returncode}):\n{proc.stderr}")
@@ -311,8 +312,10 @@ def verdict(ok: bool) -> str:
 def print_report(r: dict) -> None:
     cfg = r["config"]
     size = cfg["nbytes"]
-    print(f"array: float64, {size / GB:.3f} GiB ({cfg['elements']:,} elements); folder {cfg['parent']} "
-          f"({cfg['filesystem']}); {cfg['runs']} runs; load average at start {cfg['loadavg']}")
+    print(
+        f"array: float64, {size / GB:.3f} GiB ({cfg['elements']:,} elements); folder {cfg['parent']} "
+        f"({cfg['filesystem']}); {cfg['runs']} runs; load average at start {cfg['loadavg']}"
+    )
     if cfg["fsync"]:
         print("fsync: every file written is fsynced inside the timed region, for both")
     else:
@@ -328,10 +331,12 @@ def print_report(r: dict) -> None:
     gbps = size / GB / s["capture"]["median"], size / GB / s["numpy.save"]["median"]
     print(f"   throughput (median): capture {gbps[0]:.2f} GiB/s, numpy.save {gbps[1]:.2f} GiB/s")
     ratio = s["ratio_of_medians"]
-    print(f"   capture / numpy.save: {ratio:.2f} (of medians), per round median "
-          f"{s['ratio_per_round']['median']:.2f}, min {s['ratio_per_round']['min']:.2f}, "
-          f"max {s['ratio_per_round']['max']:.2f}   target <= {TARGETS['save_ratio']}: "
-          f"{verdict(ratio <= TARGETS['save_ratio'])}")
+    print(
+        f"   capture / numpy.save: {ratio:.2f} (of medians), per round median "
+        f"{s['ratio_per_round']['median']:.2f}, min {s['ratio_per_round']['min']:.2f}, "
+        f"max {s['ratio_per_round']['max']:.2f}   target <= {TARGETS['save_ratio']}: "
+        f"{verdict(ratio <= TARGETS['save_ratio'])}"
+    )
     print()
 
     m = r["memory"]
@@ -340,11 +345,15 @@ def print_report(r: dict) -> None:
     print(f"   baseline = interpreter + imports + the {size / GB:.2f} GiB array, all pages touched)")
     for mode in SAVE_MODES:
         e = m[mode]
-        print(f"   {mode:26}{mb(e['extra_peak'])}  ({e['extra_peak'] / size:5.3f} x size)   "
-              f"baseline VmHWM {mb(e['before']['VmHWM'])}, took {e['seconds']:.2f} s")
+        print(
+            f"   {mode:26}{mb(e['extra_peak'])}  ({e['extra_peak'] / size:5.3f} x size)   "
+            f"baseline VmHWM {mb(e['before']['VmHWM'])}, took {e['seconds']:.2f} s"
+        )
     cap = m["capture"]["extra_peak"]
-    print(f"   target: capture extra < {TARGETS['capture_extra_peak_x_size']} x size ({limit / MB:.0f} MB): "
-          f"{verdict(cap < limit)} ({cap / MB:.1f} MB)")
+    print(
+        f"   target: capture extra < {TARGETS['capture_extra_peak_x_size']} x size ({limit / MB:.0f} MB): "
+        f"{verdict(cap < limit)} ({cap / MB:.1f} MB)"
+    )
     print()
 
     ld = r["load"]
@@ -357,8 +366,10 @@ def print_report(r: dict) -> None:
     print(f"   {'':26}{'after load':>12}{'after pass':>13}{'of which anon':>15}{'file-backed':>14}")
     for kind in LOAD_MODES:
         e = m[kind]
-        print(f"   {kind:26}{mb(e['extra_peak']):>12}{mb(e['extra_peak_touched']):>13}"
-              f"{mb(e['extra_anon_touched']):>15}{mb(e['extra_file_touched']):>14}")
+        print(
+            f"   {kind:26}{mb(e['extra_peak']):>12}{mb(e['extra_peak_touched']):>13}"
+            f"{mb(e['extra_anon_touched']):>15}{mb(e['extra_file_touched']):>14}"
+        )
     print("   (file-backed = page-cache pages mapped read-only into the process: shared, reclaimable,")
     print("    not a copy; a write to the array would make private copies page by page)")
     print()
@@ -387,8 +398,9 @@ def main() -> None:
     # Memory: the array, a numpy.load copy, and a child holding its array plus a giant pickle.
     need_mem = 4.2 * nbytes
     if meminfo_available() < need_mem:
-        raise SystemExit(f"needs about {need_mem / GB:.1f} GiB of available memory, "
-                         f"{meminfo_available() / GB:.1f} GiB available")
+        raise SystemExit(
+            f"needs about {need_mem / GB:.1f} GiB of available memory, {meminfo_available() / GB:.1f} GiB available"
+        )
     need_disk = 2.2 * nbytes
     if shutil.disk_usage(parent).free < need_disk:
         raise SystemExit(f"needs about {need_disk / GB:.1f} GiB free in {parent}")
@@ -399,10 +411,17 @@ def main() -> None:
         arr = np.arange(elements, dtype=np.float64)  # every page written
         report = {
             "config": {
-                "size_gb": args.size_gb, "elements": elements, "nbytes": nbytes, "runs": args.runs,
-                "fsync": args.fsync, "parent": str(parent), "filesystem": filesystem_of(work),
-                "loadavg": [round(x, 2) for x in os.getloadavg()], "cpus": os.cpu_count(),
-                "python": sys.version.split()[0], "numpy": np.__version__,
+                "size_gb": args.size_gb,
+                "elements": elements,
+                "nbytes": nbytes,
+                "runs": args.runs,
+                "fsync": args.fsync,
+                "parent": str(parent),
+                "filesystem": filesystem_of(work),
+                "loadavg": [round(x, 2) for x in os.getloadavg()],
+                "cpus": os.cpu_count(),
+                "python": sys.version.split()[0],
+                "numpy": np.__version__,
             },
             "targets": TARGETS,
         }

@@ -5,7 +5,7 @@
 
 Replays the trace window through a policy (``--policy``, default e31) in the simulator, exactly as
 ``scheduling.py`` does, and every ``--every`` hours of simulated time, after a pass, forecasts the
-queue as the live queue does (``e31_jupyter.forecast.expected_starts``: the first 200 jobs in line,
+queue as the live queue does (``e31_jupyter.core.forecast.expected_starts``: the first 200 jobs in line,
 the policy run forward, nothing new arriving). Each forecast is then checked against what the
 replay did. Two forecasts side by side, from the same moments:
 
@@ -34,10 +34,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from scheduling import replay_arguments, window_jobs  # noqa: E402
 
-from e31_jupyter.forecast import FORECAST_JOBS, expected_starts  # noqa: E402
-from e31_jupyter.learning import RuntimeModel, quantile  # noqa: E402
-from e31_jupyter.policy import POLICIES, Snapshot  # noqa: E402
-from e31_jupyter.sim import Simulation  # noqa: E402
+from e31_jupyter.core.forecast import FORECAST_JOBS, expected_starts  # noqa: E402
+from e31_jupyter.core.policy import POLICIES, Snapshot  # noqa: E402
+from e31_jupyter.core.runtimes import RuntimeModel, quantile  # noqa: E402
+from e31_jupyter.core.simulator import Simulation  # noqa: E402
 
 KINDS = ("learned", "declared")
 HORIZONS = ((0, 3600, "< 1 h"), (3600, 6 * 3600, "1-6 h"), (6 * 3600, float("inf"), "> 6 h"))
@@ -153,7 +153,9 @@ def main(argv: list[str] | None = None) -> None:
     if args.json:
         print(json.dumps(result, indent=2))
         return
-    print(f"{len(jobs)} jobs, {args.gpus} GPUs, policy {args.policy}, a forecast every {args.every:g} h, seed {args.seed}\n")
+    print(
+        f"{len(jobs)} jobs, {args.gpus} GPUs, policy {args.policy}, a forecast every {args.every:g} h, seed {args.seed}\n"
+    )
     print(_table(result))
     print("\nForecasts made while jobs still arrived (after the last, nothing new arrives, as the forecast assumes):\n")
     print(_table(result["while_arriving"]))

@@ -29,16 +29,16 @@ from __future__ import annotations
 import json
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from scheduling import policy_names, replay_arguments, window_jobs  # noqa: E402
 
-from e31_jupyter.policy import E31_LARGE_GPUS, POLICIES, Pending, Policy, Snapshot, expected_runtime  # noqa: E402
-from e31_jupyter.sim import TraceJob, simulate, summarise  # noqa: E402
+from e31_jupyter.core.policy import E31_LARGE_GPUS, POLICIES, Pending, Policy, Snapshot, expected_runtime  # noqa: E402
+from e31_jupyter.core.simulator import TraceJob, simulate, summarise  # noqa: E402
 
 BASELINES = ("fifo", "backfill", "edf", "sjf")
 
@@ -77,7 +77,9 @@ def waits_bounded(x: float) -> Policy:
 
 
 def large_jobs_never_wait() -> Policy:
-    return e31_expiring("e31, large jobs never wait", lambda job, snap: job.gpus > E31_LARGE_GPUS, "could not start at once")
+    return e31_expiring(
+        "e31, large jobs never wait", lambda job, snap: job.gpus > E31_LARGE_GPUS, "could not start at once"
+    )
 
 
 def targets_met(row: dict, baselines: dict[str, dict]) -> list[str]:
@@ -101,7 +103,9 @@ def main(argv: list[str] | None = None) -> None:
                         help="the bounds x of 'e31, waits bounded' (x times the expected run time)")  # fmt: skip
     args = parser.parse_args(argv)
     jobs, window = window_jobs(args.trace, args.start, args.end, args.seed)
-    variants = [POLICIES[name] for name in args.policies] + [waits_bounded(x) for x in args.waits] + [large_jobs_never_wait()]
+    variants = (
+        [POLICIES[name] for name in args.policies] + [waits_bounded(x) for x in args.waits] + [large_jobs_never_wait()]
+    )
     rows = {}
     for policy in variants:
         began = time.perf_counter()
@@ -132,7 +136,9 @@ def _table(rows: dict, bound: float, baselines: dict, jobs: int, args) -> str:
     for name, r in rows.items():
         waits = " / ".join(f"{r['wait_p99_h'][c]:.2f}" for c in ("1", "2-8", ">8"))
         met = "no baseline replayed" if r["targets_met"] is None else ", ".join(r["targets_met"]) or "none"
-        lines.append(f"| {name} | {r['miss_rate']:.3f} | {r['goodput']:.3f} | {waits} | {r['fairness_worst']:.3f} | {met} |")
+        lines.append(
+            f"| {name} | {r['miss_rate']:.3f} | {r['goodput']:.3f} | {waits} | {r['fairness_worst']:.3f} | {met} |"
+        )
     return "\n".join(lines)
 
 

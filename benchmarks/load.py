@@ -3,7 +3,7 @@
     python benchmarks/load.py [--jobs 1000] [--clients 20] [--queued 10000] [--json]
                               [--fill auto|api|store] [--fill-timeout 180] [--query-seconds 60]
 
-Starts a real e31 server (``e31_jupyter.testing.ServerProcess``, local backend, two configured
+Starts a real e31 server (``tests/server_process.py's ServerProcess``, local backend, two configured
 GPUs) in a temporary directory and talks to it over loopback HTTP only. A *blocker* job holds
 both GPUs (it waits for a gate file), and every job the benchmark submits asks for both GPUs, so
 all of them stay queued: no kernel ever starts besides the blocker's.
@@ -51,8 +51,10 @@ import requests
 from nbformat.v4 import new_code_cell, new_notebook
 
 from e31_jupyter.client import E31Client
-from e31_jupyter.testing import ServerProcess
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 from overhead import percentile  # the one percentile of the benchmarks (same folder)
+from server_process import ServerProcess  # noqa: E402  (the test suite's server in a subprocess)
 
 TOKEN = "e31-load-token"
 TARGETS = {"query_p99_ms": 200.0}
@@ -199,16 +201,25 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--jobs", type=int, default=1000, help="submits in phase (a) (default 1000)")
     parser.add_argument("--clients", type=int, default=20, help="concurrent clients (default 20)")
     parser.add_argument("--queued", type=int, default=10000, help="queued jobs in phase (b) (default 10000)")
-    parser.add_argument("--fill", choices=("auto", "api", "store"), default="auto",
-                        help="how phase (b) fills the queue: api: POST /e31/api/jobs from --clients "
-                        "clients for at most --fill-timeout seconds; store: with the server stopped, "
-                        "copies of a submitted job written with the package's own Store; auto (default): "
-                        "the API for --fill-timeout seconds, then the store for the rest")
+    parser.add_argument(
+        "--fill",
+        choices=("auto", "api", "store"),
+        default="auto",
+        help="how phase (b) fills the queue: api: POST /e31/api/jobs from --clients "
+        "clients for at most --fill-timeout seconds; store: with the server stopped, "
+        "copies of a submitted job written with the package's own Store; auto (default): "
+        "the API for --fill-timeout seconds, then the store for the rest",
+    )
     parser.add_argument("--samples", type=int, default=50, help="requests per query kind (default 50)")
-    parser.add_argument("--fill-timeout", type=float, default=180.0,
-                        help="seconds a submit phase may take; it stops there and says so (default 180)")
-    parser.add_argument("--query-seconds", type=float, default=60.0,
-                        help="seconds each query kind may take (default 60)")
+    parser.add_argument(
+        "--fill-timeout",
+        type=float,
+        default=180.0,
+        help="seconds a submit phase may take; it stops there and says so (default 180)",
+    )
+    parser.add_argument(
+        "--query-seconds", type=float, default=60.0, help="seconds each query kind may take (default 60)"
+    )
     parser.add_argument("--json", action="store_true", help="print the figures as JSON")
     parser.add_argument("--keep", action="store_true", help="keep the temporary directory")
     args = parser.parse_args(argv)
@@ -216,15 +227,22 @@ def main(argv: list[str] | None = None) -> int:
     tmp = Path(tempfile.mkdtemp(prefix="e31-load-"))
     gate = tmp / "gate"
     server = ServerProcess(
-        tmp / "data", gpus=["0", "1"], root_dir=tmp, token=TOKEN, log_path=tmp / "server.log",
+        tmp / "data",
+        gpus=["0", "1"],
+        root_dir=tmp,
+        token=TOKEN,
+        log_path=tmp / "server.log",
         extra_args=[f"--E31.max_queued_per_user={args.queued + args.jobs + 1000}"],
     )
     say = (lambda *a: print(*a, file=sys.stderr, flush=True)) if args.json else (lambda *a: print(*a, flush=True))
     results: dict = {
         "config": {k: getattr(args, k) for k in ("jobs", "clients", "queued", "samples", "fill")},
         "targets": TARGETS,
-        "machine": {"cpus": os.cpu_count(), "python": sys.version.split()[0],
-                    "load_average_at_start": os.getloadavg()[0]},
+        "machine": {
+            "cpus": os.cpu_count(),
+            "python": sys.version.split()[0],
+            "load_average_at_start": os.getloadavg()[0],
+        },
         "rss_mb": {},
     }
     blocker_id = None
@@ -348,7 +366,7 @@ def main(argv: list[str] | None = None) -> int:
 def seed_store(data_dir: Path, template_id: str, count: int) -> float:
     """``count`` copies of a queued job (its record and its directory), written while no server
     runs, through the package's own Store: as if submitted one after the other."""
-    from e31_jupyter.store import Store
+    from e31_jupyter.service.store import Store
 
     started = time.perf_counter()
     store = Store(data_dir / "e31.sqlite")
@@ -374,30 +392,42 @@ def report(r: dict) -> None:
     print()
     print(f"(a) {r['config']['jobs']} submits from {r['config']['clients']} clients into an empty queue")
     print(f"    latency p50 {ms(s['p50_ms'])}   p99 {ms(s['p99_ms'])}   max {ms(s['max_ms'])}")
-    print(f"    {s['acknowledged']} acknowledged, {s['errors']} errors, {s['per_s']:.1f} submits/s "
-          f"({s['wall_s']:.1f} s){'  STOPPED AT THE TIME LIMIT' if s['timed_out'] else ''}")
-    print(f"    every acknowledged job listed (queued): {'yes' if s['missing_from_list'] == 0 else 'NO'} "
-          f"({s['missing_from_list']} missing of {s['acknowledged']})   target: all")
+    print(
+        f"    {s['acknowledged']} acknowledged, {s['errors']} errors, {s['per_s']:.1f} submits/s "
+        f"({s['wall_s']:.1f} s){'  STOPPED AT THE TIME LIMIT' if s['timed_out'] else ''}"
+    )
+    print(
+        f"    every acknowledged job listed (queued): {'yes' if s['missing_from_list'] == 0 else 'NO'} "
+        f"({s['missing_from_list']} missing of {s['acknowledged']})   target: all"
+    )
     for e in s["error_examples"]:
         print(f"    error: {e}")
     print(f"(b) filling the queue to {r['config']['queued']} jobs")
     fa, fs = f["api"], f["store"]
     if fa:
-        print(f"    through the API: {fa['submitted']} submits ({fa['queued_before']} queued before) in "
-              f"{fa['wall_s']:.1f} s = {fa['per_s'] or 0:.1f}/s, {fa['errors']} errors"
-              f"{', STOPPED AT THE TIME LIMIT' if fa['timed_out'] else ''}")
-        print(f"    submit latency p50 / p99: first tenth of the fill {ms(fa['first_tenth']['p50_ms'])} / "
-              f"{ms(fa['first_tenth']['p99_ms'])}; last tenth {ms(fa['last_tenth']['p50_ms'])} / "
-              f"{ms(fa['last_tenth']['p99_ms'])}")
+        print(
+            f"    through the API: {fa['submitted']} submits ({fa['queued_before']} queued before) in "
+            f"{fa['wall_s']:.1f} s = {fa['per_s'] or 0:.1f}/s, {fa['errors']} errors"
+            f"{', STOPPED AT THE TIME LIMIT' if fa['timed_out'] else ''}"
+        )
+        print(
+            f"    submit latency p50 / p99: first tenth of the fill {ms(fa['first_tenth']['p50_ms'])} / "
+            f"{ms(fa['first_tenth']['p99_ms'])}; last tenth {ms(fa['last_tenth']['p50_ms'])} / "
+            f"{ms(fa['last_tenth']['p99_ms'])}"
+        )
         for e in fa["error_examples"]:
             print(f"    error: {e}")
     if fs:
-        print(f"    through the store (server stopped): {fs['submitted']} jobs in {fs['wall_s']:.1f} s; "
-              f"the server answers {fs['restart_s']:.1f} s after its restart")
+        print(
+            f"    through the store (server stopped): {fs['submitted']} jobs in {fs['wall_s']:.1f} s; "
+            f"the server answers {fs['restart_s']:.1f} s after its restart"
+        )
     print(f"    with {r['queued']} jobs queued:")
     print(f"    server CPU, nobody asking: {r['server_cpu_idle_pct']:.0f}% of a core")
-    print(f"    {c['acknowledged']} more submits from {r['config']['clients']} clients: p50 {ms(c['p50_ms'])}  "
-          f"p99 {ms(c['p99_ms'])}  ({c['per_s'] or 0:.1f}/s){'  STOPPED AT THE TIME LIMIT' if c['timed_out'] else ''}")
+    print(
+        f"    {c['acknowledged']} more submits from {r['config']['clients']} clients: p50 {ms(c['p50_ms'])}  "
+        f"p99 {ms(c['p99_ms'])}  ({c['per_s'] or 0:.1f}/s){'  STOPPED AT THE TIME LIMIT' if c['timed_out'] else ''}"
+    )
     print(f"    {'query':28} {'p50':>11}  {'p99':>11}   target p99")
     names = {"list_all": "GET /jobs (first page)", "list_queued": "GET /jobs?state=queued",
              "list_deep": "  a page deep in the queue", "job": "GET /jobs/{id}", "gpus": "GET /gpus",
@@ -405,16 +435,20 @@ def report(r: dict) -> None:
     for key, q in r["queries"].items():
         flag = "ok" if (q["p99_ms"] or 0) <= target else "MISSED"
         short = f", only {q['n']} in the time limit" if q["cut_short"] else ""
-        print(f"    {names[key]:28} {ms(q['p50_ms'])}  {ms(q['p99_ms'])}   {target:.0f} ms {flag:6}"
-              f"  ({q['bytes'] / 1024:.0f} KiB{short})")
+        print(
+            f"    {names[key]:28} {ms(q['p50_ms'])}  {ms(q['p99_ms'])}   {target:.0f} ms {flag:6}"
+            f"  ({q['bytes'] / 1024:.0f} KiB{short})"
+        )
     print(f"    every queued job, page by page ({r['queued']} jobs): {r['whole_list_s']:.2f} s")
     m = r["rss_mb"]
     parts = [f"{k.replace('_', ' ')} {v:.0f} MB" for k, v in m.items()]
     print(f"    server RSS: {', '.join(parts)}")
     mach = r["machine"]
-    print(f"    ({r['wall_s']:.0f} s in all; {mach['cpus']} CPUs, load average {mach['load_average_at_start']:.1f} "
-          f"at the start and {mach['load_average_at_end']:.1f} at the end: other work on the machine slows "
-          "every figure)")
+    print(
+        f"    ({r['wall_s']:.0f} s in all; {mach['cpus']} CPUs, load average {mach['load_average_at_start']:.1f} "
+        f"at the start and {mach['load_average_at_end']:.1f} at the end: other work on the machine slows "
+        "every figure)"
+    )
 
 
 def _wait(predicate, timeout: float, fail: bool = True) -> bool:

@@ -2,7 +2,7 @@
 
     python benchmarks/overhead.py [--runs N] [--json] [--phases]
 
-Starts a real e31 server (``e31_jupyter.testing.ServerProcess``) with a one-GPU inventory in a
+Starts a real e31 server (``tests/server_process.py's ServerProcess``) with a one-GPU inventory in a
 temporary directory, talks to it only through ``E31Client`` (the REST API), and prints, next to
 its target:
 
@@ -42,7 +42,9 @@ from pathlib import Path
 import nbformat
 
 from e31_jupyter.client import FINAL_STATES, E31Client
-from e31_jupyter.testing import ServerProcess
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+from server_process import ServerProcess  # noqa: E402  (the test suite's server in a subprocess)
 
 TARGETS = {"submit_running_s": 0.5, "release_s": 0.2, "ratio": 1.3}
 TOKEN = "e31-bench-token"
@@ -242,8 +244,8 @@ PHASE_CHILD = r"""
 import json, sys, time
 marks = [("python started", time.time())]
 def mark(name): marks.append((name, time.time()))
-import e31_jupyter.worker
-mark("import e31_jupyter.worker")
+import e31_jupyter.execution.worker
+mark("import e31_jupyter.execution.worker")
 import nbformat, papermill
 from papermill.engines import NBClientEngine
 mark("import papermill, nbformat")
@@ -316,7 +318,12 @@ def analyse(runs: dict, chain: dict) -> dict:
         "e31_breakdown": {
             kind: {
                 key: summary(col(runs[kind], key))
-                for key in ("started_to_worker_run_s", "worker_notebook_s", "worker_after_notebook_s", "manifest_to_release_s")
+                for key in (
+                    "started_to_worker_run_s",
+                    "worker_notebook_s",
+                    "worker_after_notebook_s",
+                    "manifest_to_release_s",
+                )
             }
             for kind in ("e31_html", "e31_no_html")
         },

@@ -43,9 +43,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from scheduling import policy_names  # noqa: E402
 
-from e31_jupyter.policy import POLICIES  # noqa: E402
-from e31_jupyter.queue import Queue  # noqa: E402
-from e31_jupyter.settings import Settings  # noqa: E402
+from e31_jupyter.core.policy import POLICIES  # noqa: E402
+from e31_jupyter.service.queue import Queue  # noqa: E402
+from e31_jupyter.service.settings import Settings  # noqa: E402
 
 TEAMS = [f"t{i}" for i in range(15)]
 SIZES = [1] * 14 + [2, 4, 8, 16, 32]  # GPUs a queued job asks for (at most all of them)
@@ -124,7 +124,9 @@ def fill(store, queued: int, gpus: int, rng: random.Random) -> None:
         declared = rng.uniform(60, 2e5)
         deadline = None if i % 10 == 0 else NOW + 86400 + declared * rng.uniform(1.5, 4)  # time for every job
         gpus_asked = min(rng.choice(SIZES), gpus)
-        job = _row(f"q{i}", rng.choice(TEAMS), gpus_asked, declared, NOW - rng.uniform(0, 1e5), "queued", deadline=deadline)
+        job = _row(
+            f"q{i}", rng.choice(TEAMS), gpus_asked, declared, NOW - rng.uniform(0, 1e5), "queued", deadline=deadline
+        )
         store.insert_job(job, "seeded")
 
 

@@ -6,7 +6,7 @@
 Reads submit time as ``timestamp``, ``submit_time`` or ``submission_time`` (a date-time, or
 seconds), ``duration`` (seconds), ``num_gpus`` or ``num_gpu``, and the team as ``cluster``,
 ``vc`` or ``user`` when there is one. What traces lack is drawn from ``--seed``
-(``e31_jupyter.sim.synthesise``): deadline = submit + k x duration, k uniform in [1.2, 3];
+(``e31_jupyter.core.simulator.synthesise``): deadline = submit + k x duration, k uniform in [1.2, 3];
 declared max run time = duration x a factor uniform in [1, 3]. Policies see GPUs, submit time,
 deadline and declared run time, never the duration.
 
@@ -28,10 +28,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from e31_jupyter.learning import RuntimeModel, ShortDemand  # noqa: E402
-from e31_jupyter.machines import Cluster  # noqa: E402
-from e31_jupyter.policy import POLICIES, Pending, Running, Snapshot  # noqa: E402
-from e31_jupyter.sim import SIZE_CLASSES, simulate, summarise, synthesise  # noqa: E402
+from e31_jupyter.core.machines import Cluster  # noqa: E402
+from e31_jupyter.core.policy import POLICIES, Pending, Running, Snapshot  # noqa: E402
+from e31_jupyter.core.runtimes import RuntimeModel, ShortDemand  # noqa: E402
+from e31_jupyter.core.simulator import SIZE_CLASSES, simulate, summarise, synthesise  # noqa: E402
 
 SUBMIT = ("timestamp", "submit_time", "submission_time")
 GPUS = ("num_gpus", "num_gpu")
@@ -142,7 +142,9 @@ def _when(value: str) -> float:
 # --- one pass over a long queue ------------------------------------------------------------------
 
 
-def pass_times_ms(policies: dict, gpus: int, machine_gpus: int, queued: int = 10_000, rounds: int = 7) -> dict[str, float]:
+def pass_times_ms(
+    policies: dict, gpus: int, machine_gpus: int, queued: int = 10_000, rounds: int = 7
+) -> dict[str, float]:
     """Each policy's median CPU time of one scheduling pass (sort included) over ``queued``
     waiting jobs on a busy cluster, with a learned run-time model, fair-share usage for 15 teams
     and a day of bursts of short jobs (so e31's lane is the grown one). A job ends before each
@@ -160,7 +162,11 @@ def pass_times_ms(policies: dict, gpus: int, machine_gpus: int, queued: int = 10
     for i in range(queued):
         runtime = rng.uniform(60, 2e5)
         g = rng.choice([1] * 14 + [2, 4, 8, 16, 32])
-        pending.append(Pending(f"p{i}", g, now - rng.uniform(0, 1e5), runtime, runtime, now + rng.uniform(-1e4, 1e5), rng.choice(teams)))
+        pending.append(
+            Pending(
+                f"p{i}", g, now - rng.uniform(0, 1e5), runtime, runtime, now + rng.uniform(-1e4, 1e5), rng.choice(teams)
+            )
+        )
     demand = ShortDemand(machine_gpus=machine_gpus)
     for hour in range(24):
         for _ in range(gpus // 2):
@@ -169,7 +175,7 @@ def pass_times_ms(policies: dict, gpus: int, machine_gpus: int, queued: int = 10
     names = list(policies)
     times: dict[str, list[float]] = {name: [] for name in names}
     for turn in range(rounds):
-        for name in names[turn % len(names):] + names[: turn % len(names)]:
+        for name in names[turn % len(names) :] + names[: turn % len(names)]:
             runtimes.observe(rng.choice(teams), 100.0, rng.uniform(33, 100), deadline_window_s=rng.uniform(40, 300))
             snap = Snapshot(now, cluster, running, usage, runtimes, demand)  # each pass sees a new one
             began = time.process_time()  # CPU time: what the pass costs, not what other processes took

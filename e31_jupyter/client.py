@@ -12,8 +12,8 @@ from urllib.parse import quote, urlsplit
 
 import requests
 
-from .errors import Conflict, E31Error, InvalidRequest, NotFound, ServerUnavailable
-from .job import FINAL_STATES, MAX_IDS, MAX_PAGE_SIZE
+from e31_jupyter.core.errors import Conflict, E31Error, InvalidRequest, NotFound, ServerUnavailable
+from e31_jupyter.core.job import FINAL_STATES, MAX_IDS, MAX_PAGE_SIZE
 
 API_PREFIX = "e31/api/"
 TIMEOUT = (5, 60)  # seconds: (connect, read between bytes)
@@ -121,12 +121,15 @@ class E31Client:
         (handover.py); as it is for a Jupyter server, which reads them itself."""
         if not self.url.startswith(UNIX_SCHEME):
             return body
-        from .handover import hand_over
+        from e31_jupyter.service.handover import hand_over
 
         return hand_over(body, Path.cwd(), Path(self.info()["inbox"]))
 
     def jobs(
-        self, state: str | None = None, fingerprint: str | None = None, limit: int | None = None,
+        self,
+        state: str | None = None,
+        fingerprint: str | None = None,
+        limit: int | None = None,
         ids: list[str] | None = None,
     ) -> list[dict]:
         """Your jobs (everyone's for an admin), newest first: all of them, or the newest ``limit``,
@@ -284,13 +287,11 @@ class E31Client:
         Layout: ``job.json`` (the job with its transitions), ``<notebook>.executed.ipynb`` and
         ``<notebook>.executed.html`` when the server has them, the collected files under
         ``files/`` at their relative paths, and the values a ``%%e31`` cell returned under
-        ``values/`` (``e31_jupyter.values.load`` reads them).
+        ``values/`` (``e31_jupyter.notebook.values.load`` reads them).
         """
         job = self.job(job_id)
         if job["state"] not in FINAL_STATES:
-            raise Conflict(
-                f"Job {job_id} is still {job['state']}; collect it once it has finished."
-            )
+            raise Conflict(f"Job {job_id} is still {job['state']}; collect it once it has finished.")
         root = _collect_folder(Path(to_dir), job_id)
         files = self.files(job_id)
         targets = [(entry["path"], safe_destination(root / "files", entry["path"])) for entry in files]

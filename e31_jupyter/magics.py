@@ -24,14 +24,15 @@ from types import FunctionType, ModuleType
 from IPython.core.magic import Magics, line_cell_magic, magics_class
 from traitlets import Int, Unicode
 
-from . import values, widgets
-from .cli import arguments, commands, listing
-from .cli.parser import build_parser
-from .client import FINAL_STATES, E31Client, safe_destination
-from .errors import E31Error, InvalidRequest
-from .notebook_checks import left_behind_warnings, module_warnings
-from .packaging import DEFAULT_KERNEL, CellNames, cell_names, cell_notebook, import_line
-from .text import format_gpu_hours
+from e31_jupyter import widgets
+from e31_jupyter.cli import arguments, commands, listing
+from e31_jupyter.cli.parser import build_parser
+from e31_jupyter.client import FINAL_STATES, E31Client, safe_destination
+from e31_jupyter.core.errors import E31Error, InvalidRequest
+from e31_jupyter.core.text import format_gpu_hours
+from e31_jupyter.notebook import values
+from e31_jupyter.notebook.checks import left_behind_warnings, module_warnings
+from e31_jupyter.notebook.job_notebook import DEFAULT_KERNEL, CellNames, cell_names, cell_notebook, import_line
 
 HIDDEN = {"In", "Out", "get_ipython", "exit", "quit"}  # IPython's own names, never captured
 LINE_COMMANDS = (
@@ -71,7 +72,9 @@ class JobFailed(Exception):
 def _fail_unless_succeeded(jobs: list[dict]) -> None:
     ended_otherwise = [job for job in jobs if job["state"] != "succeeded"]
     if ended_otherwise:
-        raise JobFailed("; ".join(f"job {job['id']} ({job['name']}) {listing.describe(job)}" for job in ended_otherwise))
+        raise JobFailed(
+            "; ".join(f"job {job['id']} ({job['name']}) {listing.describe(job)}" for job in ended_otherwise)
+        )
 
 
 class Interrupted(KeyboardInterrupt):
@@ -118,12 +121,10 @@ def _cell_parser() -> argparse.ArgumentParser:
 
 @magics_class
 class E31Magics(Magics):
-    max_capture_bytes = Int(
-        8 << 30, help="The most a %%e31 submit may capture from the kernel, in bytes."
-    ).tag(config=True)
-    outputs_dir = Unicode(
-        "e31-outputs", help="Where collect puts a job's files, beside the notebook."
-    ).tag(config=True)
+    max_capture_bytes = Int(8 << 30, help="The most a %%e31 submit may capture from the kernel, in bytes.").tag(
+        config=True
+    )
+    outputs_dir = Unicode("e31-outputs", help="Where collect puts a job's files, beside the notebook.").tag(config=True)
 
     def __init__(self, shell=None, **kwargs):
         super().__init__(shell=shell, **kwargs)
@@ -229,7 +230,8 @@ class E31Magics(Magics):
             return []
         namespace = self.shell.user_ns
         missing = [
-            n for n in names.reads
+            n
+            for n in names.reads
             if n not in namespace and not hasattr(builtins, n) and (n not in names.assigns or n in names.read_first)
         ]
         if not missing:
@@ -455,7 +457,7 @@ def _defined_in(captured: dict) -> list[str]:
     """The top-level modules that the captured functions, classes and objects come from: one
     from a module next to the notebook travels by reference, so the job needs that module."""
     return [
-        str((value.__module__ if isinstance(value, (type, FunctionType)) else type(value).__module__)).split(".")[0]
+        str(value.__module__ if isinstance(value, (type, FunctionType)) else type(value).__module__).split(".")[0]
         for value in captured.values()
     ]
 

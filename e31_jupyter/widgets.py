@@ -21,9 +21,17 @@ from urllib.parse import quote, urlparse
 import ipywidgets as w
 from IPython.display import HTML, display, publish_display_data
 
-from .client import FINAL_STATES, E31Client
-from .packaging import CELL_TAG
-from .text import format_age, format_gpu_hours, format_moment, format_outlook, format_seconds, format_size, ordinal
+from e31_jupyter.client import FINAL_STATES, E31Client
+from e31_jupyter.core.text import (
+    format_age,
+    format_gpu_hours,
+    format_moment,
+    format_outlook,
+    format_seconds,
+    format_size,
+    ordinal,
+)
+from e31_jupyter.notebook.job_notebook import CELL_TAG
 
 POLL_FAST_S, POLL_SLOW_S = 0.5, 5.0
 JOBS_SHOWN = 50  # the newest jobs the jobs widget lists
@@ -436,7 +444,9 @@ def pool_html(pool: dict) -> str:
         f"{html.escape(g['job_name'] or g['owner'] or 'busy') if g['busy'] else 'free'}</td>"
         for g in pool["gpus"]
     )
-    return f"<b>GPUs</b> ({pool['free']} of {pool['total']} free, {pool['queued']} queued)<table><tr>{cells}</tr></table>"
+    return (
+        f"<b>GPUs</b> ({pool['free']} of {pool['total']} free, {pool['queued']} queued)<table><tr>{cells}</tr></table>"
+    )
 
 
 def show_jobs(client: E31Client) -> JobsWidget:

@@ -5,10 +5,10 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from server_process import ServerProcess
 from support import EXAMPLES, GATED, ts, wait_for, wait_state, write_notebook  # noqa: F401 (re-exported)
 
 from e31_jupyter.client import E31Client
-from e31_jupyter.testing import ServerProcess
 
 
 @pytest.fixture

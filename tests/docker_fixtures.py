@@ -48,7 +48,7 @@ class DockerEngine:
         self.log_path = self.root / "dockerd.log"
         self.proc: subprocess.Popen | None = None
 
-    def start(self, timeout: float = 30) -> "DockerEngine":
+    def start(self, timeout: float = 30) -> DockerEngine:
         import docker
 
         config = self.root / "daemon.json"  # not the machine's /etc/docker/daemon.json

@@ -73,9 +73,7 @@ PartitionName=team Nodes={node} MaxTime=INFINITE State=UP AllowAccounts=vision
 
 def why_no_slurm() -> str | None:
     """Why these tests cannot start a cluster here (None when they can)."""
-    missing = [
-        p for p in ("munged", "slurmctld", "slurmd", "sbatch", "squeue", "sacct") if not shutil.which(p)
-    ]
+    missing = [p for p in ("munged", "slurmctld", "slurmd", "sbatch", "squeue", "sacct") if not shutil.which(p)]
     if missing:
         return f"no {', '.join(missing)}: install the packages in scripts/system-packages/slurm.txt"
     if os.geteuid() != 0:

@@ -14,13 +14,13 @@ import nbformat
 import pytest
 from conftest import wait_for, wait_state, write_notebook
 from docker_fixtures import FULL_IMAGE, JOB_PACKAGES, package_files, python_files, shared_libraries, write_root_tarball
+from server_process import ServerProcess
 from test_docker import engine  # noqa: F401 (the session's dockerd)
 
-from e31_jupyter.backends.docker import DockerBackend
 from e31_jupyter.cli import main
 from e31_jupyter.client import E31Client
-from e31_jupyter.packaging import cell_notebook
-from e31_jupyter.testing import ServerProcess
+from e31_jupyter.execution.backends.docker import DockerBackend
+from e31_jupyter.notebook.job_notebook import cell_notebook
 
 NO_TEMPLATES_IMAGE = "e31-test:no-templates"
 SLIM_IMAGE = "e31-test:slim"  # libraries and a shell: Python comes from a mount
@@ -72,7 +72,9 @@ def test_a_report_that_cannot_be_rendered_leaves_the_job_succeeded_and_says_why(
     assert job["state"] == "succeeded", job["reason"]
     [failure] = job["after_work_failures"]
     assert failure["step"] == "report"
-    assert failure["reason"].startswith("HTML report failed: nbconvert has no template 'lab' in this Python environment")
+    assert failure["reason"].startswith(
+        "HTML report failed: nbconvert has no template 'lab' in this Python environment"
+    )
     assert "pip install --force-reinstall nbconvert" in failure["reason"]
     assert "HTML report failed" in job["reason"]  # the history says it too
     assert job["output"]["reports"] == [] and job["files_count"] == 1  # the files came back all the same
@@ -193,9 +195,7 @@ def test_a_docker_job_whose_report_and_files_fail_ends_succeeded_naming_the_imag
     assert f"jobs in the image {NO_TEMPLATES_IMAGE!r} will have no HTML report" in server.log_text()
 
 
-def test_an_image_that_runs_python_from_a_read_only_mount_is_accepted_and_runs_jobs(
-    start_docker_server, tmp_path
-):
+def test_an_image_that_runs_python_from_a_read_only_mount_is_accepted_and_runs_jobs(start_docker_server, tmp_path):
     python = PYTHON_PREFIX / "bin" / "python3"
     server = start_docker_server(
         f"--E31.docker_image={SLIM_IMAGE}", f"--E31.docker_mounts={PYTHON_PREFIX}", f"--E31.docker_python={python}"
@@ -221,9 +221,7 @@ def test_the_probe_runs_with_the_job_mounts_and_says_what_an_image_lacks(images,
     assert no_templates["report"].startswith(f"nbconvert has no template 'lab' in the image {NO_TEMPLATES_IMAGE!r}")
 
 
-def test_an_unusable_default_image_is_said_at_start_and_the_server_still_serves(
-    start_docker_server, tmp_path
-):
+def test_an_unusable_default_image_is_said_at_start_and_the_server_still_serves(start_docker_server, tmp_path):
     from docker_fixtures import BARE_IMAGE
 
     server = start_docker_server(f"--E31.docker_image={BARE_IMAGE}")

@@ -11,7 +11,7 @@ import requests
 from conftest import wait_state, write_notebook
 from nbformat.v4 import new_code_cell, new_notebook
 
-from e31_jupyter.errors import E31Error
+from e31_jupyter.core.errors import E31Error
 
 
 @pytest.fixture
@@ -236,7 +236,9 @@ def test_a_module_beside_the_notebook_is_named_at_submit_and_data_brings_it(clie
 
 
 def test_downloads_and_reports_say_what_they_are(client, api, tmp_path):
-    nb = write_notebook(tmp_path / "typed.ipynb", "open('empty.txt', 'w').close()\nopen('data.bin', 'wb').write(b'x' * 10)")
+    nb = write_notebook(
+        tmp_path / "typed.ipynb", "open('empty.txt', 'w').close()\nopen('data.bin', 'wb').write(b'x' * 10)"
+    )
     job = wait_state(client, client.submit(path=str(nb))["id"], "succeeded")
     report = api("GET", f"jobs/{job['id']}/report")
     assert report.headers["Content-Type"].startswith("text/html")

@@ -11,7 +11,7 @@ from support import ts, wait_for, wait_state
 
 from e31_jupyter.cli import main
 from e31_jupyter.client import E31Client
-from e31_jupyter.errors import E31Error
+from e31_jupyter.core.errors import E31Error
 
 
 def _made(client, tmp_path) -> tuple[list[str], list[str]]:

@@ -17,11 +17,11 @@ import nbformat
 import psutil
 import pytest
 from conftest import EXAMPLES, ts, wait_for, wait_state, write_notebook
+from server_process import free_port
 
-from e31_jupyter import values
 from e31_jupyter.cli import main
 from e31_jupyter.client import E31Client
-from e31_jupyter.testing import free_port
+from e31_jupyter.notebook import values
 
 TRAIN = str(EXAMPLES / "train.ipynb")
 JOB_FIELDS = {
@@ -180,7 +180,9 @@ def test_a_sweep_submits_one_job_per_combination(e31, client):
     sweep = ["--sweep", "epochs", 1, 2, "--sweep", "learning_rate=0.1,0.2"]  # both forms
     code, out, err = e31("submit", TRAIN, "--gpus", 1, *sweep, "--check")
     assert code == 0 and len(out.splitlines()) == 5 and client.jobs() == []
-    assert "train[epochs=2,learning_rate=0.2]: would be queued" in out and "nothing was submitted" in out.splitlines()[-1]
+    assert (
+        "train[epochs=2,learning_rate=0.2]: would be queued" in out and "nothing was submitted" in out.splitlines()[-1]
+    )
 
     code, out, err = e31("submit", TRAIN, "--gpus", 1, *sweep, "--wait")
     assert code == 0, out + err
@@ -221,7 +223,10 @@ def test_a_sweep_refused_part_way_says_what_was_submitted(start_server, gated, c
     out, err = capsys.readouterr()
     waiting = [job["id"] for job in client.jobs(state="queued")][::-1]
     assert len(waiting) == 2 and code == 2 and out == ""
-    assert "max_queued_per_user" in err and f"2 of the sweep's 3 jobs were submitted before that ({', '.join(waiting)})" in err
+    assert (
+        "max_queued_per_user" in err
+        and f"2 of the sweep's 3 jobs were submitted before that ({', '.join(waiting)})" in err
+    )
     assert "train[epochs=3] and the rest were not" in err
     for job_id in waiting:
         client.cancel(job_id)
@@ -245,7 +250,9 @@ def test_after_holds_a_job_until_the_one_it_names_has_succeeded(e31, client, gat
 def test_resubmit_runs_a_job_again_with_what_was_changed(e31, client, trained):
     code, out, err = e31("resubmit", trained, "-p", "epochs", 2, "--gpus", 2, "--check")
     assert code == 0, err
-    assert out.startswith("train: would be queued (position 1, expected to start now") and "nothing was submitted" in out
+    assert (
+        out.startswith("train: would be queued (position 1, expected to start now") and "nothing was submitted" in out
+    )
     assert [j["id"] for j in client.jobs()] == [trained]
 
     code, out, err = e31("resubmit", trained.split("-")[1], "-p", "epochs", 2, "--name", "again", "--wait")
@@ -399,7 +406,7 @@ def test_collect_of_several_jobs_gives_each_a_folder(e31, client, gated, trained
 
 def test_collect_brings_the_values_a_cell_returned(e31, client, tmp_path):
     # The job's values as a %%e31 cell's results cell hands them back.
-    cell = "import json\nfrom e31_jupyter.values import save_outputs\nscores = {'a': [1, 2]}\nsave_outputs(globals(), ['scores', 'json'])"
+    cell = "import json\nfrom e31_jupyter.notebook.values import save_outputs\nscores = {'a': [1, 2]}\nsave_outputs(globals(), ['scores', 'json'])"
     notebook = write_notebook(tmp_path / "cell.ipynb", cell)
     job_id = e31("submit", notebook)[1].split()[0]
     assert wait_state(client, job_id, "succeeded", "failed")["state"] == "succeeded"
@@ -407,7 +414,7 @@ def test_collect_brings_the_values_a_cell_returned(e31, client, tmp_path):
     code, out, _ = e31("collect", job_id, "--to", dest)
     assert code == 0 and out.splitlines()[0] == f"Collected job {job_id} into {dest}"
     assert out.splitlines()[1] == (
-        f"  values scores, json in {dest / 'values'}; in Python: e31_jupyter.values.load({str(dest / 'values')!r})"
+        f"  values scores, json in {dest / 'values'}; in Python: e31_jupyter.notebook.values.load({str(dest / 'values')!r})"
     )
     assert values.load(str(dest / "values")) == {"scores": {"a": [1, 2]}}  # json is a module: imported, not pickled
     assert values.restore(dest / "values")[0]["json"] is json
@@ -425,7 +432,10 @@ def test_interrupting_a_wait_says_the_job_goes_on(server, client, gated):
     waiting.send_signal(signal.SIGINT)
     out, err = waiting.communicate(timeout=30)
     assert waiting.returncode == 130 and out == ""
-    assert err.strip() == "e31: interrupted. Jobs already submitted go on: `e31 jobs` lists them, `e31 cancel JOB` stops one."
+    assert (
+        err.strip()
+        == "e31: interrupted. Jobs already submitted go on: `e31 jobs` lists them, `e31 cancel JOB` stops one."
+    )
     assert client.job(job["id"])["state"] == "running"
     gated.open("held")
 
@@ -480,7 +490,9 @@ def test_delete_frees_an_ended_jobs_files_and_status_and_collect_say_so(e31, cli
     assert code == 2 and running["id"] in err and "Cancel it first" in err
     assert re.fullmatch(rf"{trained}  files deleted \([\d.]+ [KM]B freed\); the record stays\n", out), out
     code, out, _ = e31("status", trained)
-    assert code == 0 and re.search(r"files: +deleted \d{4}-\d\d-\d\d [\d:]+ \S+ by \S+ \([\d.]+ [KM]B freed\)", out), out
+    assert code == 0 and re.search(r"files: +deleted \d{4}-\d\d-\d\d [\d:]+ \S+ by \S+ \([\d.]+ [KM]B freed\)", out), (
+        out
+    )
     assert "succeeded -> succeeded  files deleted by" in out
     assert_one_line_error(*e31("collect", trained, "--to", tmp_path / "back"), "files were deleted", "e31 status")
     assert not (tmp_path / "back").exists()
@@ -542,7 +554,10 @@ def test_gpus_json_shows_who_holds_which_gpu(e31, client, gated):
     assert (pool["total"], pool["free"], pool["running"], pool["queued"], pool["source"]) == (
         2, 1, 1, 0, "configured",
     )  # fmt: skip
-    assert {g["id"]: g["job"] for g in pool["gpus"]} == {job["gpus"][0]: job["id"], ({"0", "1"} - set(job["gpus"])).pop(): None}
+    assert {g["id"]: g["job"] for g in pool["gpus"]} == {
+        job["gpus"][0]: job["id"],
+        ({"0", "1"} - set(job["gpus"])).pop(): None,
+    }
     gated.open("holder")
 
 

@@ -8,14 +8,19 @@ import pytest
 
 from e31_jupyter.cli import main
 from e31_jupyter.cli.arguments import (
-    as_typed_here, parameter_value, read_argv, split_assignments, submit_bodies, submit_body,
+    as_typed_here,
+    parameter_value,
+    read_argv,
+    split_assignments,
+    submit_bodies,
+    submit_body,
 )
 from e31_jupyter.cli.launch import launcher_argv
 from e31_jupyter.cli.listing import describe, format_jobs, format_table
 from e31_jupyter.cli.parser import build_parser
-from e31_jupyter.text import format_gpu_hours, format_moment, format_seconds, format_until
 from e31_jupyter.client import safe_destination
-from e31_jupyter.errors import InvalidRequest
+from e31_jupyter.core.errors import InvalidRequest
+from e31_jupyter.core.text import format_gpu_hours, format_moment, format_seconds, format_until
 from e31_jupyter.magics import _cell_parser
 
 PARAMETER_TEXTS = ["3", "-2", "0.5", "1e-3", "nan", "True", "False", "None", "true", "none", "abc", "", "1_0"]
@@ -33,9 +38,33 @@ def test_parameter_values_are_typed_as_papermill_types_them(text):
 def test_submit_body_sends_absolute_paths_typed_parameters_and_only_given_options(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     args = build_parser().parse_args(
-        ["submit", "nb.ipynb", "-p", "lr", "0.1", "-p", "epochs", "3", "-p", "tag", "v1",
-         "--gpus", "2", "--max-runtime", "6h", "--expected-runtime", "5400",
-         "--data", "in/a.csv", "--data", "/abs/dir", "--output", "*.pt", "--report", "html"]
+        [
+            "submit",
+            "nb.ipynb",
+            "-p",
+            "lr",
+            "0.1",
+            "-p",
+            "epochs",
+            "3",
+            "-p",
+            "tag",
+            "v1",
+            "--gpus",
+            "2",
+            "--max-runtime",
+            "6h",
+            "--expected-runtime",
+            "5400",
+            "--data",
+            "in/a.csv",
+            "--data",
+            "/abs/dir",
+            "--output",
+            "*.pt",
+            "--report",
+            "html",
+        ]
     )
     assert submit_body(args) == {
         "path": os.path.join(str(tmp_path), "nb.ipynb"),
@@ -123,7 +152,9 @@ def test_a_sweep_is_one_body_per_combination_named_after_it():
     named = build_parser().parse_args(["submit", "/nb/train.ipynb", "--name", "run", "--sweep", "seed", "1", "2"])
     assert [b["name"] for b in submit_bodies(named)] == ["run[seed=1]", "run[seed=2]"]
     assert submit_bodies(build_parser().parse_args(["submit", "/nb/train.ipynb"])) == [{"path": "/nb/train.ipynb"}]
-    in_one = build_parser().parse_args(["submit", "/nb/train.ipynb", "--sweep", "lr=0.1,0.01", "--sweep", "opt", "adam"])
+    in_one = build_parser().parse_args(
+        ["submit", "/nb/train.ipynb", "--sweep", "lr=0.1,0.01", "--sweep", "opt", "adam"]
+    )
     assert [b["parameters"] for b in submit_bodies(in_one)] == [{"lr": 0.1, "opt": "adam"}, {"lr": 0.01, "opt": "adam"}]
 
 
@@ -171,7 +202,15 @@ def test_format_seconds(seconds, text):
 
 @pytest.mark.parametrize(
     "hours, text",
-    [(0, "0"), (0.0004, "<0.001"), (0.0014, "0.001"), (0.042, "0.04"), (1.5, "1.50"), (37.54, "37.5"), (1204.4, "1,204")],
+    [
+        (0, "0"),
+        (0.0004, "<0.001"),
+        (0.0014, "0.001"),
+        (0.042, "0.04"),
+        (1.5, "1.50"),
+        (37.54, "37.5"),
+        (1204.4, "1,204"),
+    ],
 )
 def test_format_gpu_hours_tells_a_short_job_from_nothing(hours, text):
     assert format_gpu_hours(hours) == text
@@ -203,9 +242,18 @@ def test_format_table_aligns_columns_and_shows_none_as_dash():
 
 
 def job(**fields):
-    base = {"id": "j1", "name": "train", "state": "queued", "reason": None, "queue_position": 2,
-            "request": {"gpus": 1}, "gpus": [], "meter": {"gpu_hours": 0.5}, "progress": {},
-            "submitted_at": "2024-01-01T10:00:00+00:00"}
+    base = {
+        "id": "j1",
+        "name": "train",
+        "state": "queued",
+        "reason": None,
+        "queue_position": 2,
+        "request": {"gpus": 1},
+        "gpus": [],
+        "meter": {"gpu_hours": 0.5},
+        "progress": {},
+        "submitted_at": "2024-01-01T10:00:00+00:00",
+    }
     return base | fields
 
 
@@ -217,12 +265,18 @@ def test_describe_says_where_the_job_is():
     assert describe(job(expected_start=soon, expected_end=later)) == (
         "queued (position 2, expected to start in 1h30m, to end in 2h)"
     )
-    assert describe(job(expected_to_expire=True)) == "queued (position 2, expected to expire: its deadline is out of reach)"
+    assert (
+        describe(job(expected_to_expire=True))
+        == "queued (position 2, expected to expire: its deadline is out of reach)"
+    )
     held = job(expected_start=soon, held_back="the last 4 GPUs are kept for short jobs")
     assert describe(held) == (
         "queued (position 2, expected to start in 1h30m, held back though GPUs are free: the last 4 GPUs are kept for short jobs)"
     )
-    assert describe(job(held_back="long jobs hold their share")) == "queued (position 2, held back though GPUs are free: long jobs hold their share)"
+    assert (
+        describe(job(held_back="long jobs hold their share"))
+        == "queued (position 2, held back though GPUs are free: long jobs hold their share)"
+    )
     after = job(queue_position=None, waiting_for=["240101-b90c4400"])
     assert describe(after) == "queued (waiting for 240101-b90c4400 to succeed)"
     assert describe(after | {"expected_start": soon}) == (
@@ -276,7 +330,7 @@ def test_collect_refuses_to_follow_a_symlink_out_of_the_folder(tmp_path):
 
 
 def test_a_sweep_points_name_follows_its_parameters_when_run_again():
-    from e31_jupyter.sweep import renamed
+    from e31_jupyter.core.sweep import renamed
 
     assert renamed("train[lr=0.1,epochs=5]", {"lr": 0.1, "epochs": 3, "other": 1}) == "train[lr=0.1,epochs=3]"
     for name in ("train", "train[lr]", "train[batch=2]", "a[b]c"):  # not a point of these parameters

@@ -7,13 +7,15 @@ import pytest
 from conftest import wait_for, wait_state, write_notebook
 
 from e31_jupyter.client import E31Client
-from e31_jupyter.errors import E31Error
+from e31_jupyter.core.errors import E31Error
 
 
 def test_an_ended_jobs_files_are_deleted_and_its_record_and_gpu_hours_stay(server, client, tmp_path):
     (tmp_path / "rows.csv").write_text("a\n" * 1000)
     nb = write_notebook(tmp_path / "writer.ipynb", "open('out.txt', 'w').write('x' * 5000)\nprint('done')")
-    job = wait_state(client, client.submit(path=str(nb), gpus=1, data=[str(tmp_path / "rows.csv")])["id"], "succeeded", "failed")
+    job = wait_state(
+        client, client.submit(path=str(nb), gpus=1, data=[str(tmp_path / "rows.csv")])["id"], "succeeded", "failed"
+    )
     assert job["state"] == "succeeded", job["reason"]
     folder = server.data_dir / "jobs" / job["id"]
     assert (folder / "work" / "out.txt").exists() and (folder / "work" / "rows.csv").exists()
@@ -26,14 +28,18 @@ def test_an_ended_jobs_files_are_deleted_and_its_record_and_gpu_hours_stay(serve
     assert (deleted["state"], deleted["reason"], deleted["meter"]) == (job["state"], job["reason"], job["meter"])
     assert client.meter()["gpu_hours"] == charged > 0
     last = client.job(job["id"])["transitions"][-1]
-    assert (last["from"], last["to"]) == ("succeeded", "succeeded") and last["reason"].startswith(f"files deleted by {job['owner']} (")
+    assert (last["from"], last["to"]) == ("succeeded", "succeeded") and last["reason"].startswith(
+        f"files deleted by {job['owner']} ("
+    )
 
     reads = {
         "notebook": client.notebook, "report": client.report, "log": client.log_tail, "values": client.values,
         "a file": lambda job_id: client.download(job_id, "out.txt"), "resubmit": client.resubmit,
     }  # fmt: skip
     for what, read in reads.items():
-        with pytest.raises(E31Error, match=f"Job {job['id']}'s files were deleted on .* by {job['owner']}: ") as refused:
+        with pytest.raises(
+            E31Error, match=f"Job {job['id']}'s files were deleted on .* by {job['owner']}: "
+        ) as refused:
             read(job["id"])
         assert refused.value.status == 410, what
         assert "Its record and GPU-hours remain" in refused.value.message
@@ -45,7 +51,9 @@ def test_a_queued_or_running_jobs_files_are_in_use_and_stay(client, gated):
     running = wait_state(client, gated.submit(client, "running", gpus=1)["id"], "running")
     queued = gated.submit(client, "queued", gpus=2)
     for job in (running, queued):
-        with pytest.raises(E31Error, match=f"Job {job['id']} is {job['state']}, and its files are in use. Cancel it first") as refused:
+        with pytest.raises(
+            E31Error, match=f"Job {job['id']} is {job['state']}, and its files are in use. Cancel it first"
+        ) as refused:
             client.delete_files(job["id"])
         assert refused.value.status == 409
     gated.open("running")
@@ -55,7 +63,9 @@ def test_a_queued_or_running_jobs_files_are_in_use_and_stay(client, gated):
     assert client.notebook(queued["id"])["cells"]  # nothing was deleted
 
 
-def test_with_delete_files_after_the_files_of_jobs_that_ended_long_enough_ago_go_by_themselves(start_server, tmp_path, gated):
+def test_with_delete_files_after_the_files_of_jobs_that_ended_long_enough_ago_go_by_themselves(
+    start_server, tmp_path, gated
+):
     server = start_server(extra_args=["--E31.delete_files_after=3s"])
     client = E31Client(server.url, server.token)
     running = wait_state(client, gated.submit(client, "running", gpus=1)["id"], "running")
@@ -65,8 +75,9 @@ def test_with_delete_files_after_the_files_of_jobs_that_ended_long_enough_ago_go
     gone = wait_for(lambda: client.job(ended["id"])["files_deleted"], timeout=30, what="the files to be deleted")
     assert gone["by"] == "e31 (c.E31.delete_files_after = 3s)" and gone["bytes"] > 0
     assert not (server.data_dir / "jobs" / ended["id"]).exists()
-    assert client.job(ended["id"])["transitions"][-1]["reason"].startswith("files deleted by e31 (c.E31.delete_files_after = 3s) (")
+    assert client.job(ended["id"])["transitions"][-1]["reason"].startswith(
+        "files deleted by e31 (c.E31.delete_files_after = 3s) ("
+    )
     assert client.job(running["id"])["files_deleted"] is None  # a running job's are in use
     assert (server.data_dir / "jobs" / running["id"]).exists()
     gated.open("running")
-

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from e31_jupyter.dependencies import MAX_AFTER, broken_reason, standing, validate_after
-from e31_jupyter.errors import InvalidRequest
+from e31_jupyter.core.after import MAX_AFTER, broken_reason, standing, validate_after
+from e31_jupyter.core.errors import InvalidRequest
 
 
 def test_a_job_is_ready_once_every_job_it_names_has_succeeded():

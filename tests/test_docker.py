@@ -10,18 +10,19 @@ from pathlib import Path
 
 import pytest
 from conftest import ts, wait_for, wait_state, write_notebook
-from support import cannot_run_here
 from docker_fixtures import BARE_IMAGE, FULL_IMAGE, DockerEngine, build_test_images, why_no_docker
+from support import cannot_run_here
 
 import e31_jupyter
-from e31_jupyter import gpus, magics
-from e31_jupyter.backends.docker import DockerBackend
+from e31_jupyter import magics
 from e31_jupyter.cli.arguments import submit_body
 from e31_jupyter.cli.parser import build_parser
 from e31_jupyter.client import E31Client
-from e31_jupyter.errors import E31Error, InvalidRequest
-from e31_jupyter.job import ContainerLimits, JobSpec, Limits, validate_image, validate_request
-from e31_jupyter.jobdir import JobDir, write_json_atomic
+from e31_jupyter.core.errors import E31Error, InvalidRequest
+from e31_jupyter.core.job import ContainerLimits, JobSpec, Limits, validate_image, validate_request
+from e31_jupyter.execution import gpus
+from e31_jupyter.execution.backends.docker import DockerBackend
+from e31_jupyter.execution.jobdir import JobDir, write_json_atomic
 
 ALLOWED = f"Allowed: {FULL_IMAGE}, {BARE_IMAGE}"
 GATE = """
@@ -80,9 +81,7 @@ def running_container(engine, job_id: str):
 # --- against the engine ------------------------------------------------------------------------
 
 
-def test_a_notebook_job_runs_in_a_container_and_its_outputs_are_collected(
-    engine, start_docker_server, tmp_path
-):
+def test_a_notebook_job_runs_in_a_container_and_its_outputs_are_collected(engine, start_docker_server, tmp_path):
     server = start_docker_server()
     client = E31Client(server.url, server.token)
     notebook = write_notebook(
@@ -193,13 +192,13 @@ def test_a_kernel_over_its_memory_limit_fails_the_job_saying_so(engine, start_do
     client = E31Client(server.url, server.token)
     notebook = write_notebook(tmp_path / "greedy.ipynb", "x = 1", "big = b'x' * (700 << 20)", "never = True")
     job = wait_state(client, client.submit(path=str(notebook), memory="256m")["id"], "failed", "succeeded")
-    assert job["reason"].startswith("kernel died in cell 2 of 3: killed by SIGKILL, most often by the out-of-memory killer")
+    assert job["reason"].startswith(
+        "kernel died in cell 2 of 3: killed by SIGKILL, most often by the out-of-memory killer"
+    )
     assert engine.job_containers(job["id"]) == []
 
 
-def test_cancel_stops_the_container_within_the_grace_period_and_removes_it(
-    engine, start_docker_server, tmp_path
-):
+def test_cancel_stops_the_container_within_the_grace_period_and_removes_it(engine, start_docker_server, tmp_path):
     server = start_docker_server()  # stop_grace is 2 s
     client = E31Client(server.url, server.token)
     notebook = write_notebook(tmp_path / "forever.ipynb", "import time\ntime.sleep(600)")
@@ -215,9 +214,7 @@ def test_cancel_stops_the_container_within_the_grace_period_and_removes_it(
     assert engine.job_containers(job["id"]) == []
 
 
-def test_a_restarted_server_adopts_running_containers_and_finds_ended_ones(
-    engine, start_docker_server, tmp_path
-):
+def test_a_restarted_server_adopts_running_containers_and_finds_ended_ones(engine, start_docker_server, tmp_path):
     """Also a container whose handle the server never recorded: it is found by its job label."""
     notebook = write_notebook(tmp_path / "gated.ipynb", GATE, "open('done.txt', 'w').write('done')")
     first = start_docker_server()

@@ -24,7 +24,7 @@ class EventStream:
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._loop.run_forever, daemon=True)
 
-    def __enter__(self) -> "EventStream":
+    def __enter__(self) -> EventStream:
         self._thread.start()
         self._socket = self._call(self._connect()).result(timeout=30)
         self._call(self._read())
@@ -74,9 +74,7 @@ def test_each_change_of_a_job_is_announced_once_in_order_under_a_key_for_its_own
         assert info["user"] not in json.dumps(stream.jobs())  # others on the bus do not learn the name
 
 
-def test_a_server_announces_what_another_server_on_the_same_queue_did_but_not_the_past(
-    start_server, gated, tmp_path
-):
+def test_a_server_announces_what_another_server_on_the_same_queue_did_but_not_the_past(start_server, gated, tmp_path):
     scheduler = start_server()
     to_scheduler = E31Client(scheduler.url, scheduler.token)
     earlier = gated.submit(to_scheduler, "earlier", gpus=1)

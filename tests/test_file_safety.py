@@ -13,11 +13,12 @@ import requests
 from conftest import wait_state, write_notebook
 from support import token_per_user
 
-from e31_jupyter import datadir, values
 from e31_jupyter.client import E31Client
-from e31_jupyter.errors import E31Error, InvalidRequest
-from e31_jupyter.jobdir import JobDir
-from e31_jupyter.queue import _ensure_writable
+from e31_jupyter.core.errors import E31Error, InvalidRequest
+from e31_jupyter.execution.jobdir import JobDir
+from e31_jupyter.notebook import values
+from e31_jupyter.service import datadir
+from e31_jupyter.service.queue import _ensure_writable
 
 NOBODY = 65534
 as_root = pytest.mark.skipif(os.geteuid() != 0, reason="needs root: chown to another user, and switch to one")
@@ -128,7 +129,9 @@ def test_a_job_that_links_its_log_and_values_to_a_host_file_gets_neither_served(
     secret = tmp_path / "secret.txt"
     secret.write_text("HOST SECRET")
     nb = write_notebook(tmp_path / "link.ipynb", LINKING_JOB, parameters="SECRET = ''")
-    job = wait_state(client, client.submit(path=str(nb), parameters={"SECRET": str(secret)})["id"], "succeeded", "failed")
+    job = wait_state(
+        client, client.submit(path=str(nb), parameters={"SECRET": str(secret)})["id"], "succeeded", "failed"
+    )
     jobdir = server.data_dir / "jobs" / job["id"]
     assert (jobdir / "job.log").is_symlink() and (jobdir / "values" / "x.pkl").is_symlink()
     headers = {"Authorization": f"token {server.token}"}
@@ -158,7 +161,9 @@ def test_a_link_in_a_middle_folder_is_refused(tmp_path):
 
 
 def test_values_collected_under_a_shared_umask_load(server, client, tmp_path, umask_002):
-    nb = write_notebook(tmp_path / "v.ipynb", "from e31_jupyter import values\nvalues.save_outputs({'answer': 42}, ['answer'])")
+    nb = write_notebook(
+        tmp_path / "v.ipynb", "from e31_jupyter import values\nvalues.save_outputs({'answer': 42}, ['answer'])"
+    )
     job = wait_state(client, client.submit(path=str(nb))["id"], "succeeded", "failed")
     assert job["state"] == "succeeded", client.log_tail(job["id"])
     folder = client.collect(job["id"], tmp_path / "collected") / "values"

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from e31_jupyter.forecast import FORECAST_JOBS, expected_starts, run_forward
-from e31_jupyter.learning import RuntimeModel, ShortDemand
-from e31_jupyter.machines import Cluster
-from e31_jupyter.policy import POLICIES, Pending, Running, Snapshot
+from e31_jupyter.core.forecast import FORECAST_JOBS, expected_starts, run_forward
+from e31_jupyter.core.machines import Cluster
+from e31_jupyter.core.policy import POLICIES, Pending, Running, Snapshot
+from e31_jupyter.core.runtimes import RuntimeModel, ShortDemand
 
 NOW = 100_000.0
 E31 = POLICIES["e31"]
@@ -78,7 +78,10 @@ def test_behind_a_job_that_declared_nothing_and_nothing_like_it_finished_the_sta
     # Declared neither an expected run time nor a limit: its limit (1 day) is the server's
     # default, not a forecast. The job that needs its GPU gets none; one that fits beside it does.
     snap = _snapshot(2, [Running("r", 1, NOW - 60, 86_400.0, (0,), 0.0, "t")])
-    queued = [Pending("behind", 2, NOW, 600.0, 600.0, None, "t"), Pending("beside", 1, NOW + 1, 600.0, 600.0, None, "t")]
+    queued = [
+        Pending("behind", 2, NOW, 600.0, 600.0, None, "t"),
+        Pending("beside", 1, NOW + 1, 600.0, 600.0, None, "t"),
+    ]
     assert _forecast(queued, snap) == {"beside": NOW}
 
 
@@ -112,7 +115,9 @@ def test_only_the_head_of_a_long_line_is_forecast():
     queued = [Pending(f"j{i}", 1, NOW + i, 600.0, 600.0, None) for i in range(FORECAST_JOBS + 50)]
     starts = _forecast(queued, snap)
     assert set(starts) == {f"j{i}" for i in range(FORECAST_JOBS)}
-    assert starts["j0"] == NOW and starts[f"j{FORECAST_JOBS - 1}"] == pytest.approx(NOW + 600 * (FORECAST_JOBS // 4 - 1))
+    assert starts["j0"] == NOW and starts[f"j{FORECAST_JOBS - 1}"] == pytest.approx(
+        NOW + 600 * (FORECAST_JOBS // 4 - 1)
+    )
 
 
 def _run(queued: list[Pending], snap: Snapshot, held: list[tuple[Pending, list[str]]]):

@@ -8,7 +8,7 @@ from conftest import wait_for, wait_state
 
 from e31_jupyter.cli import main
 from e31_jupyter.client import E31Client
-from e31_jupyter.errors import E31Error
+from e31_jupyter.core.errors import E31Error
 
 
 def test_a_users_jobs_hold_at_most_the_cap_and_the_next_starts_when_one_ends(start_server, gated, capsys):

@@ -5,23 +5,37 @@ from __future__ import annotations
 
 import pytest
 
-from e31_jupyter.history import HISTORY_HALF_LIVES, History, pending
-from e31_jupyter.fairshare import FAIR_SHARE_HALF_LIFE_S, decayed
-from e31_jupyter.policy import expected_runtime
-from e31_jupyter.store import Store
+from e31_jupyter.core.fairshare import FAIR_SHARE_HALF_LIFE_S, decayed
+from e31_jupyter.core.policy import expected_runtime
+from e31_jupyter.service.policy_input import HISTORY_HALF_LIVES, History, pending
+from e31_jupyter.service.store import Store
 
 NOW = 1_800_000_000.0
 GPUS = [str(i) for i in range(8)]
 
 
 def _submit(
-    store: Store, job_id: str, team: str, at: float, declared_s: float = 3600.0, deadline: float | None = None, given=True
+    store: Store,
+    job_id: str,
+    team: str,
+    at: float,
+    declared_s: float = 3600.0,
+    deadline: float | None = None,
+    given=True,
 ):
     store.insert_job(
         {
-            "id": job_id, "owner": "ann", "name": job_id, "team": team, "state": "queued",
-            "gpus_requested": 2, "max_runtime_s": declared_s, "expected_runtime_s": None,
-            "max_runtime_given": int(given), "deadline": deadline, "submitted_at": at,
+            "id": job_id,
+            "owner": "ann",
+            "name": job_id,
+            "team": team,
+            "state": "queued",
+            "gpus_requested": 2,
+            "max_runtime_s": declared_s,
+            "expected_runtime_s": None,
+            "max_runtime_given": int(given),
+            "deadline": deadline,
+            "submitted_at": at,
         },  # fmt: skip
         "submitted",
     )

@@ -7,8 +7,8 @@ import time
 
 import pytest
 
-from e31_jupyter.errors import InvalidRequest
-from e31_jupyter.job import (
+from e31_jupyter.core.errors import InvalidRequest
+from e31_jupyter.core.job import (
     Limits,
     Request,
     parse_deadline,

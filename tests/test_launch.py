@@ -9,9 +9,9 @@ import sys
 import pytest
 import requests
 from conftest import wait_for
+from server_process import ServerProcess, free_port
 
 from e31_jupyter.client import E31Client
-from e31_jupyter.testing import ServerProcess, free_port
 
 
 def _get(url: str, token: str) -> int | None:

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from e31_jupyter.policy import POLICIES
-from e31_jupyter.sim import TraceJob, simulate
+from e31_jupyter.core.policy import POLICIES
+from e31_jupyter.core.simulator import TraceJob, simulate
 
 LIMITS = Path(__file__).resolve().parent.parent / "benchmarks" / "limits.py"
 

@@ -4,14 +4,14 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-import requests
 import pytest
+import requests
 from support import ts, wait_for, wait_state, write_notebook
 
-from e31_jupyter import policy
-from e31_jupyter.line import Line
-from e31_jupyter.machines import Cluster
-from e31_jupyter.policy import Pending, Snapshot
+from e31_jupyter.core import policy
+from e31_jupyter.core.machines import Cluster
+from e31_jupyter.core.policy import Pending, Snapshot
+from e31_jupyter.core.queue_order import Line
 
 
 def _queue_behind_a_blocker(client, gated, count: int) -> tuple[dict, list[dict]]:
@@ -29,7 +29,9 @@ def test_pages_follow_one_another_without_gaps_or_repeats(server, client, gated)
 
     seen, before = [], None
     while True:
-        page = requests.get(api, params={"limit": 3, **({"before": before} if before else {})}, headers=headers, timeout=30).json()
+        page = requests.get(
+            api, params={"limit": 3, **({"before": before} if before else {})}, headers=headers, timeout=30
+        ).json()
         assert len(page["jobs"]) <= 3
         seen += [j["id"] for j in page["jobs"]]
         before = page["next"]
@@ -150,7 +152,6 @@ def test_no_start_is_guessed_for_a_job_that_waits_on_one_that_declared_nothing(c
     assert client.job(undeclared["id"])["request"]["max_runtime_s"] == 86400  # the default
     for name in ("undeclared", "declared", "both", "one"):
         gated.open(name)
-
 
 
 def test_a_line_follows_the_queue_and_keeps_the_keys_it_was_made_with():

@@ -209,7 +209,9 @@ def test_a_failing_cell_fails_the_job_and_collect_shows_the_traceback(kernel, cl
     kernel.run("import time; time.sleep(2.5)")  # the submit cell's widget shows the end meanwhile (poller)
     collected = kernel.run(f"%e31 collect {job_id}")
     assert collected.stderr.count("division by zero") == 1, collected.stderr  # the traceback, once
-    assert collected.error == f"e31: job {job_id} (before = 1) failed: cell 2 raised ZeroDivisionError: division by zero"
+    assert (
+        collected.error == f"e31: job {job_id} (before = 1) failed: cell 2 raised ZeroDivisionError: division by zero"
+    )
     assert "NameError" in kernel.run("before").error  # no values loaded from a failed job
     waited = kernel.run(f"%e31 wait {job_id}\nprint('not reached')")  # the cell fails: Run All stops
     assert waited.error.startswith(f"e31: job {job_id}") and "not reached" not in waited.stdout
@@ -232,7 +234,10 @@ def test_submit_notebook_sweeps_a_parameter(kernel, client):
     out = kernel.run(f"%e31 submit-notebook {EXAMPLES / 'train.ipynb'} --sweep epochs 1 2 --wait")
     assert any("JobsWidget" in d.get("text/plain", "") for d in out.displays)  # to follow them
     ended = [line.split() for line in out.stdout.splitlines() if "GPU-h" in line]
-    assert [(name, state) for _, name, state, *_ in ended] == [("train[epochs=1]", "succeeded"), ("train[epochs=2]", "succeeded")]
+    assert [(name, state) for _, name, state, *_ in ended] == [
+        ("train[epochs=1]", "succeeded"),
+        ("train[epochs=2]", "succeeded"),
+    ]
     assert [client.job(job_id)["work"]["parameters"] for job_id, *_ in ended] == [{"epochs": 1}, {"epochs": 2}]
 
 
@@ -324,7 +329,9 @@ def test_a_file_the_cell_reads_but_the_job_will_not_have_is_named_and_data_bring
     assert "FileNotFoundError" in wait_state(client, _job_id(alone), "failed")["reason"]
 
 
-def test_a_module_beside_the_notebook_that_a_cells_values_come_from_is_named_and_data_brings_it(kernel, client, tmp_path):
+def test_a_module_beside_the_notebook_that_a_cells_values_come_from_is_named_and_data_brings_it(
+    kernel, client, tmp_path
+):
     (tmp_path / "mylib.py").write_text("def double(x):\n    return 2 * x\n")
     kernel.run("from mylib import double")  # the kernel imports it from the notebook's folder
     alone = kernel.run("%%e31 submit --name alone\ny = double(3)")
@@ -371,7 +378,9 @@ def test_a_cell_that_reads_what_nothing_defines_is_warned_of(kernel, client):
         said = "reads steps, which this kernel does not define and the cell does not assign before reading it:"
         assert said in out.stderr, (cell, out.stderr)
     submitted = kernel.run("%%e31 submit\nanswer = undefined_name")  # a warning: the job is still submitted
-    assert "reads undefined_name, which" in submitted.stderr and "run the cells that define it" in submitted.stderr.lower()
+    assert (
+        "reads undefined_name, which" in submitted.stderr and "run the cells that define it" in submitted.stderr.lower()
+    )
     job = wait_state(client, _job_id(submitted), "failed", "succeeded")
     assert job["state"] == "failed" and "NameError" in job["reason"]
 
@@ -395,7 +404,9 @@ def test_a_cell_that_is_not_python_is_refused_and_code_run_by_magics_is_read(ker
     assert "e31: The cell is not valid Python (line 2)" in refused.stderr and "nothing was submitted" in refused.stderr
     assert refused.error == "" and client.jobs() == []
     kernel.run("lr = 0.1\ndef model(v):\n    return v * 10")
-    timed = kernel.run("%%e31 submit --wait\n%time result = model(lr)")  # %time runs code that IPython passes as a string
+    timed = kernel.run(
+        "%%e31 submit --wait\n%time result = model(lr)"
+    )  # %time runs code that IPython passes as a string
     assert timed.error == "" and "defines" not in timed.stderr, timed.stderr
     assert kernel.value("result") == "1.0", (timed.stdout, timed.stderr)
 

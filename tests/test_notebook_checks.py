@@ -7,15 +7,15 @@ import nbformat
 import pytest
 from nbformat.v4 import new_code_cell, new_notebook
 
-from e31_jupyter.errors import InvalidRequest
-from e31_jupyter.notebook_checks import (
+from e31_jupyter.core.errors import InvalidRequest
+from e31_jupyter.notebook.checks import (
     left_behind_warnings,
     module_warnings,
     parameter_warnings,
     python_sources,
     syntax_warnings,
 )
-from e31_jupyter.packaging import cell_notebook
+from e31_jupyter.notebook.job_notebook import cell_notebook
 
 
 def _notebook(language: str, parameters_cell: str) -> nbformat.NotebookNode:
@@ -37,7 +37,9 @@ def test_an_unknown_name_is_warned_about_with_the_closest_declared_one():
 
 
 def test_a_value_of_another_type_than_its_default_is_warned_about_with_what_to_give():
-    nb = _notebook("python", "lr = 0.1\nepochs = 10\nverbose = False\nname = 'run'\nsteps: int = total // 8\nlimit = None")
+    nb = _notebook(
+        "python", "lr = 0.1\nepochs = 10\nverbose = False\nname = 'run'\nsteps: int = total // 8\nlimit = None"
+    )
     fine = {"lr": 1, "epochs": 3, "verbose": 1, "name": 5, "steps": 4, "limit": "anything"}
     assert parameter_warnings(nb, "python3", fine) == []
     assert parameter_warnings(nb, "python3", {"lr": None}) == []
@@ -82,7 +84,9 @@ def _reader(folder, source: str) -> nbformat.NotebookNode:
 
 
 def test_files_beside_the_notebook_that_the_job_will_not_have_are_named(tmp_path):
-    nb = _reader(tmp_path, "%matplotlib inline\nrows = open('data/train.csv').read()\nlabels = 'labels.txt'\nout = 'outputs'")
+    nb = _reader(
+        tmp_path, "%matplotlib inline\nrows = open('data/train.csv').read()\nlabels = 'labels.txt'\nout = 'outputs'"
+    )
     (warning,) = left_behind_warnings(python_sources(nb), tmp_path, {}, [])
     assert warning.startswith("The job will not have 'data/train.csv', 'labels.txt', next to the notebook")
     assert "give them as data (--data data --data labels.txt)" in warning
@@ -111,7 +115,9 @@ def test_only_python_code_is_read_for_paths():
 
 
 def test_code_that_does_not_parse_names_nothing(tmp_path):
-    assert left_behind_warnings(python_sources(_reader(tmp_path, "def broken(:\n  'labels.txt'")), tmp_path, {}, []) == []
+    assert (
+        left_behind_warnings(python_sources(_reader(tmp_path, "def broken(:\n  'labels.txt'")), tmp_path, {}, []) == []
+    )
 
 
 def test_files_the_notebook_writes_are_not_taken_for_inputs(tmp_path):
@@ -138,7 +144,9 @@ def test_code_that_magics_run_is_read_too(tmp_path):
 
 
 def test_a_cell_jobs_parameters_are_the_names_the_cell_reads():
-    nb = cell_notebook("%time result = model(learning_rate) * scale", [], ["learning_rate", "scale"], ["result"], "python3")
+    nb = cell_notebook(
+        "%time result = model(learning_rate) * scale", [], ["learning_rate", "scale"], ["result"], "python3"
+    )
     assert parameter_warnings(nb, "python3", {"learning_rate": 0.5, "scale": 2}) == []  # no parameters cell needed
     (warning,) = parameter_warnings(nb, "python3", {"learning_rte": 0.5})
     assert warning.startswith("Parameter 'learning_rte' is not a name the cell reads: did you mean 'learning_rate'?")
@@ -158,11 +166,18 @@ def test_modules_beside_the_notebook_that_the_job_will_not_have_are_named(tmp_pa
     _modules_beside(tmp_path)
     code = "import mylib as m, os.path\nfrom models.net import SIZE\nimport json\nfrom . import notes\nimport notes"
     (warning,) = module_warnings(python_sources(_notebook("python", code)), tmp_path, [])
-    assert warning.startswith("The job will not have the modules mylib, models (mylib.py, models/, next to the notebook)")
+    assert warning.startswith(
+        "The job will not have the modules mylib, models (mylib.py, models/, next to the notebook)"
+    )
     assert "give them as data (--data mylib.py --data models)" in warning
     (warning,) = module_warnings(python_sources(_notebook("python", code)), tmp_path, [tmp_path / "models"])
     assert "the module mylib (mylib.py, next" in warning and "give it as data (--data mylib.py)" in warning
-    assert module_warnings(python_sources(_notebook("python", code)), tmp_path, [tmp_path / "models", tmp_path / "mylib.py"]) == []
+    assert (
+        module_warnings(
+            python_sources(_notebook("python", code)), tmp_path, [tmp_path / "models", tmp_path / "mylib.py"]
+        )
+        == []
+    )
     assert module_warnings(python_sources(_notebook("python", "import mylib")), tmp_path / "notes", []) == []
 
 
@@ -185,6 +200,8 @@ def test_the_first_code_cell_that_does_not_parse_is_named():
     ]
     nb = new_notebook(cells=cells, metadata={"language_info": {"name": "python"}})
     (warning,) = syntax_warnings(nb)
-    assert warning.startswith("Cell 6 ('# train') is not valid Python (line 2: '[' was never closed): the job would stop")
+    assert warning.startswith(
+        "Cell 6 ('# train') is not valid Python (line 2: '[' was never closed): the job would stop"
+    )
     assert syntax_warnings(new_notebook(cells=cells[:5], metadata={"language_info": {"name": "python"}})) == []
     assert syntax_warnings(new_notebook(cells=cells, metadata={"language_info": {"name": "R"}})) == []

@@ -7,10 +7,10 @@ from dataclasses import replace
 
 import pytest
 
-from e31_jupyter.learning import RuntimeModel, ShortDemand
-from e31_jupyter.machines import Cluster
-from e31_jupyter.policy import E31_LANE, E31_LONG_SHARE, POLICIES, Pending, Policy, Running, Snapshot, e31_lanes
-from e31_jupyter.sim import TraceJob, simulate
+from e31_jupyter.core.machines import Cluster
+from e31_jupyter.core.policy import E31_LANE, E31_LONG_SHARE, POLICIES, Pending, Policy, Running, Snapshot, e31_lanes
+from e31_jupyter.core.runtimes import RuntimeModel, ShortDemand
+from e31_jupyter.core.simulator import TraceJob, simulate
 
 NOW = 10_000.0
 
@@ -124,7 +124,9 @@ def test_backfill_never_delays_the_first_job_that_waits(name):
         if not waiting or snap.cluster.fits(order[waiting[0]].gpus):
             continue  # nothing waits for GPUs (a job held back by a rule of the policy gets no reservation)
         head = order[waiting[0]]
-        started = [Running(j.id, j.gpus, NOW, j.max_runtime, decision.placement[j.id]) for j in order if j.id in decision.start]
+        started = [
+            Running(j.id, j.gpus, NOW, j.max_runtime, decision.placement[j.id]) for j in order if j.id in decision.start
+        ]
         ahead = [r for r in started if [j.id for j in order].index(r.id) < waiting[0]]
         # its promised start: the first moment it fits, counting only what ran or started ahead of it
         ends = sorted({NOW} | {max(NOW, r.ends_by) for r in list(snap.running) + ahead})
@@ -214,7 +216,11 @@ def test_fifo_stops_at_the_first_job_that_does_not_fit():
 
 
 def test_sjf_starts_the_smallest_declared_gpu_time_first_and_anything_that_fits():
-    jobs = [pending("long", 1, max_runtime=1000), pending("wide", 2, max_runtime=100), pending("short", 1, max_runtime=50)]
+    jobs = [
+        pending("long", 1, max_runtime=1000),
+        pending("wide", 2, max_runtime=100),
+        pending("short", 1, max_runtime=50),
+    ]
     assert decide("sjf", jobs, snapshot([2])).start == ["short", "long"]
 
 
@@ -327,7 +333,10 @@ def test_e31_keeps_the_lane_from_a_long_job_that_can_wait():
     job = pending("long", max_runtime=8 * 3600, deadline=NOW + 24 * 3600)
     decision = decide("e31", [job], _lane_case())
     assert decision.start == [] and decision.expire == []
-    assert "the last 4 GPUs are kept for short and urgent jobs, and it is expected to run 8.0 h" in decision.held_back["long"]
+    assert (
+        "the last 4 GPUs are kept for short and urgent jobs, and it is expected to run 8.0 h"
+        in decision.held_back["long"]
+    )
 
 
 def test_e31_lets_short_and_urgent_jobs_into_the_lane():
@@ -410,11 +419,17 @@ def test_long_jobs_that_can_wait_hold_at_most_their_share_of_the_gpus():
     assert E31_LONG_SHARE * 40 == 24
     long_job = pending("long", 4, max_runtime=2 * DAY, deadline=NOW + 5 * DAY)  # 3 days of slack
     few_hours = pending("few_hours", 4, max_runtime=6 * 3600, deadline=NOW + 5 * DAY)
-    assert sorted(decide("e31", [long_job, few_hours], _long_jobs_hold(16)).start) == ["few_hours", "long"]  # 16 + 4 <= 24
+    assert sorted(decide("e31", [long_job, few_hours], _long_jobs_hold(16)).start) == [
+        "few_hours",
+        "long",
+    ]  # 16 + 4 <= 24
     decision = decide("e31", [long_job, few_hours], _long_jobs_hold(24))  # 24 + 4 > 24: it waits
     assert decision.start == ["few_hours"] and decision.expire == []
     assert list(decision.held_back) == ["long"]
-    assert "over 24 h already hold 24 GPUs, and such jobs may hold at most 60% of the GPUs (24)" in decision.held_back["long"]
+    assert (
+        "over 24 h already hold 24 GPUs, and such jobs may hold at most 60% of the GPUs (24)"
+        in decision.held_back["long"]
+    )
     assert decision.held_back["long"].endswith("starts when one of them ends, or as its deadline draws near")
     more = _long_jobs_hold(24)
     more.long_share = 0.7  # the queue's long_jobs_share: 28 GPUs
@@ -431,7 +446,10 @@ def test_on_machines_of_4_gpus_long_jobs_of_8_count_in_the_share_and_are_held_by
     few_hours = pending("few_hours", 8, max_runtime=6 * 3600, deadline=NOW + 5 * DAY)
     decision = decide("e31", [long_job, few_hours], snap)
     assert decision.start == ["few_hours"] and decision.placement["few_hours"] in {(6, 7), (8, 9)}
-    assert "over 24 h already hold 24 GPUs, and such jobs may hold at most 60% of the GPUs (24)" in decision.held_back["long"]
+    assert (
+        "over 24 h already hold 24 GPUs, and such jobs may hold at most 60% of the GPUs (24)"
+        in decision.held_back["long"]
+    )
 
 
 def test_the_share_holds_long_jobs_back_only_while_short_jobs_came_in_the_last_day():
@@ -642,13 +660,15 @@ def test_e31_keeps_a_job_its_deadline_window_says_is_shorter_than_declared():
     # time (201 s, too long), but the ones whose run time fits such a window took about 150 s.
     job = pending("waits", max_runtime=300, submitted=NOW - 60, deadline=NOW + 180, team="t")
     busy = [Running("r", 8, NOW - 10, 1000, (0,))]
-    assert expired(decide("e31", [job], snapshot([0], busy, runtimes=_learned_with_windows(windows=False)))) == ["waits"]
+    assert expired(decide("e31", [job], snapshot([0], busy, runtimes=_learned_with_windows(windows=False)))) == [
+        "waits"
+    ]
     decision = decide("e31", [job], snapshot([0], busy, runtimes=_learned_with_windows()))
     assert decision.start == [] and decision.expire == []
 
 
 def test_a_custom_policy_is_just_a_priority_and_a_walk():
-    from e31_jupyter.policy import walk
+    from e31_jupyter.core.policy import walk
 
     newest_first = Policy("newest", lambda job, snap: -job.submitted_at, lambda ordered, snap: walk(ordered, snap))
     jobs = [pending("old", submitted=1), pending("new", submitted=2)]

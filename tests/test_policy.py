@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import random
 
-
-from e31_jupyter.policy import Pending, Running, edf_backfill, edf_order
+from e31_jupyter.core.policy import Pending, Running, edf_backfill, edf_order
 
 NOW = 1000.0
 

@@ -9,7 +9,7 @@ import nbformat
 import pytest
 from conftest import EXAMPLES, ts, wait_for, wait_state, write_notebook
 
-from e31_jupyter.errors import InvalidRequest
+from e31_jupyter.core.errors import InvalidRequest
 
 
 def test_three_one_gpu_jobs_on_two_gpus(client, gated):

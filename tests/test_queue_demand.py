@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import time
 
-from e31_jupyter.queue import Queue
-from e31_jupyter.settings import Settings
+from e31_jupyter.service.queue import Queue
+from e31_jupyter.service.settings import Settings
 
 
 def _job(job_id: str, submitted_at: float, gpus: int, expected_s: float) -> dict:

@@ -8,8 +8,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from e31_jupyter.queue import Queue
-from e31_jupyter.settings import Settings
+from e31_jupyter.service.queue import Queue
+from e31_jupyter.service.settings import Settings
 
 T = 1.8e9
 BENCHMARK = Path(__file__).resolve().parent.parent / "benchmarks" / "queue_pass.py"

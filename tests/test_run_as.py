@@ -13,11 +13,11 @@ from support import token_per_user
 from traitlets import TraitError
 from unix_users import make_user, open_to_users  # noqa: F401 (fixtures)
 
-from e31_jupyter import accounts
-from e31_jupyter.accounts import Account
 from e31_jupyter.client import E31Client
-from e31_jupyter.errors import E31Error
-from e31_jupyter.job_env import SET_PER_JOB, check_configured, job_environment, passes
+from e31_jupyter.core.errors import E31Error
+from e31_jupyter.execution import accounts
+from e31_jupyter.execution.accounts import Account
+from e31_jupyter.execution.job_env import SET_PER_JOB, check_configured, job_environment, passes
 from e31_jupyter.server.config import E31
 
 # What the job sees: who it runs as, its kernel's environment, and the environment its worker
@@ -33,7 +33,6 @@ seen = {"uid": os.getuid(), "gid": os.getgid(), "groups": sorted(os.getgroups())
         "kernel_env": dict(os.environ), "worker_env": started_with, "worker": worker_command}
 json.dump(seen, open("who.json", "w"))
 """
-
 
 
 def _who(server, job: dict) -> dict:
@@ -95,7 +94,9 @@ def test_who_a_job_runs_as_follows_jobs_run_as(monkeypatch):
     monkeypatch.setattr(accounts, "can_switch_user", lambda: False)
     assert accounts.runs_as("someone-else", "submitter") == me
     monkeypatch.setattr(accounts, "can_switch_user", lambda: True)
-    with pytest.raises(E31Error, match=r"^'no-such-user-e31' is not a Unix account on this machine.*c\.E31\.jobs_run_as"):
+    with pytest.raises(
+        E31Error, match=r"^'no-such-user-e31' is not a Unix account on this machine.*c\.E31\.jobs_run_as"
+    ):
         accounts.runs_as("no-such-user-e31", "submitter")
 
 
@@ -113,7 +114,7 @@ def test_a_jobs_environment_holds_no_token_nor_any_variable_the_server_does_not_
     job = client.submit(path=str(write_notebook(tmp_path / "who.ipynb", WHO)))
     assert wait_state(client, job["id"], "succeeded", "failed")["state"] == "succeeded"
     seen = _who(server, job)
-    assert "e31_jupyter.worker" in seen["worker"]
+    assert "e31_jupyter.execution.worker" in seen["worker"]
     for env in (seen["kernel_env"], seen["worker_env"]):
         assert not {"E31_TOKEN", "E31_URL", "E31_TEST_SECRET", "UNLISTED_MARKER"} & set(env)
         assert not [name for name in env if "TOKEN" in name or "SECRET" in name]
@@ -142,9 +143,7 @@ def _start_as_root_for(start_server, tmp_path, open_to_users, users: dict[str, s
     return server
 
 
-def test_a_users_job_runs_as_that_user_in_a_folder_only_they_can_open(
-    make_user, open_to_users, start_server, tmp_path
-):
+def test_a_users_job_runs_as_that_user_in_a_folder_only_they_can_open(make_user, open_to_users, start_server, tmp_path):
     user = make_user("e31run")
     server = _start_as_root_for(
         start_server, tmp_path, open_to_users, {"user-token": user.name, "ghost-token": "ghost"}

@@ -19,11 +19,11 @@ from pathlib import Path
 
 import pytest
 import requests
+from server_process import free_port
 from support import wait_for, wait_state, write_notebook
 from unix_users import make_user, open_to_users  # noqa: F401 (fixtures)
 
 from e31_jupyter.client import E31Client, socket_url
-from e31_jupyter.testing import free_port
 
 # The notebook of a job that tells who it ran as and what it could reach.
 WHO = """
@@ -169,7 +169,7 @@ def machine(make_user):
 
 
 def _refreshed(account):
-    from e31_jupyter import accounts
+    from e31_jupyter.execution import accounts
 
     return accounts.by_name(account.name)  # with the groups usermod gave it
 
@@ -184,7 +184,11 @@ def test_the_system_scheduler_owns_its_data_and_each_job_folder_is_its_submitter
     alice = servers["alice"]
     job = alice.submit(path=str(machine.notebook("alice", "who.ipynb", WHO, "other_job = ''")), outputs=["who.json"])
     assert wait_state(alice, job["id"], "succeeded", "failed")["state"] == "succeeded", alice.job(job["id"])
-    for path, mode in ((machine.data_dir, 0o711), (machine.data_dir / "jobs", 0o711), (machine.data_dir / "inbox", 0o711)):
+    for path, mode in (
+        (machine.data_dir, 0o711),
+        (machine.data_dir / "jobs", 0o711),
+        (machine.data_dir / "inbox", 0o711),
+    ):
         info = path.stat()
         assert (info.st_uid, stat.S_IMODE(info.st_mode)) == (0, mode), path
     for name in ("e31.sqlite", "e31.sqlite-wal"):
@@ -323,7 +327,9 @@ def test_the_e31_command_of_a_user_without_a_server_talks_to_the_socket_and_hand
 
 
 def test_the_system_scheduler_refuses_to_run_as_anyone_but_root(machine):
-    result = machine.as_user("bob", "import sys; from e31_jupyter.cli import main; sys.exit(main(['serve', '--system']))")
+    result = machine.as_user(
+        "bob", "import sys; from e31_jupyter.cli import main; sys.exit(main(['serve', '--system']))"
+    )
     assert result.returncode == 2
     assert "the system scheduler runs as root" in result.stderr
 
@@ -339,9 +345,14 @@ def test_a_server_forwarding_to_a_scheduler_that_is_down_says_so(machine):
         cwd=account.home,
     )  # fmt: skip
     try:
+
         def answer() -> list:  # a list: a 503 response is falsy itself
             try:
-                return [requests.get(f"http://127.0.0.1:{port}/e31/api/jobs", headers={"Authorization": "token t"}, timeout=5)]
+                return [
+                    requests.get(
+                        f"http://127.0.0.1:{port}/e31/api/jobs", headers={"Authorization": "token t"}, timeout=5
+                    )
+                ]
             except requests.ConnectionError:
                 return []
 

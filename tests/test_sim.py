@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from e31_jupyter.fairshare import FAIR_SHARE_HALF_LIFE_S, Usage, decayed
-from e31_jupyter.policy import POLICIES, Policy
-from e31_jupyter.sim import Outcome, Simulation, TraceJob, simulate, summarise, synthesise
+from e31_jupyter.core.fairshare import FAIR_SHARE_HALF_LIFE_S, Usage, decayed
+from e31_jupyter.core.policy import POLICIES, Policy
+from e31_jupyter.core.simulator import Outcome, Simulation, TraceJob, simulate, summarise, synthesise
 
 BENCHMARK = Path(__file__).resolve().parent.parent / "benchmarks" / "scheduling.py"
 
@@ -97,7 +97,9 @@ def test_policies_learn_only_from_jobs_that_have_ended():
     seen = []
 
     def spy(ordered, snap):
-        declared, windows = (len(samples.get(None, ())) for samples in (snap.runtimes._declared, snap.runtimes._windows))
+        declared, windows = (
+            len(samples.get(None, ())) for samples in (snap.runtimes._declared, snap.runtimes._windows)
+        )
         assert declared == windows  # every job of the trace has a deadline
         seen.append((snap.now, declared))
         return POLICIES["e31"].walk(ordered, snap)
@@ -174,7 +176,16 @@ def test_the_benchmark_reads_other_trace_formats_and_prints_json(tmp_path):
     results = json.loads(run.stdout)
     assert set(results) == set(POLICIES)
     for figures in results.values():
-        for key in ("miss_rate", "goodput", "utilization", "mean_jct_h", "fairness_worst", "jain", "makespan_h", "jobs_per_s"):
+        for key in (
+            "miss_rate",
+            "goodput",
+            "utilization",
+            "mean_jct_h",
+            "fairness_worst",
+            "jain",
+            "makespan_h",
+            "jobs_per_s",
+        ):
             assert isinstance(figures[key], float), key
         assert set(figures["wait_mean_h"]) == set(figures["wait_p99_h"]) == {"1", "2-8", ">8"}
         assert figures["jobs"] == 140  # submits in [600, 9000)

@@ -14,10 +14,14 @@ from pathlib import Path
 
 import pytest
 from conftest import ts, wait_for, wait_state, write_notebook
-from support import cannot_run_here
+from server_process import ServerProcess
 from slurm_cluster import SlurmCluster, why_no_slurm
+from support import cannot_run_here
 
-from e31_jupyter.backends.slurm import (
+from e31_jupyter.client import E31Client
+from e31_jupyter.core.errors import E31Error
+from e31_jupyter.core.job import JobSpec, Request
+from e31_jupyter.execution.backends.slurm import (
     SlurmBackend,
     SlurmJob,
     deadline_limits,
@@ -29,10 +33,6 @@ from e31_jupyter.backends.slurm import (
     queue_position,
     slurm_duration,
 )
-from e31_jupyter.client import E31Client
-from e31_jupyter.errors import E31Error
-from e31_jupyter.job import JobSpec, Request
-from e31_jupyter.testing import ServerProcess
 
 TIMEOUT_JOB = "timeout-overlap"
 SLEEPER = """
@@ -77,9 +77,7 @@ def empty_cluster(slurm):
     mine = [i for i, name in _active_jobs(slurm) if name != TIMEOUT_JOB]
     if mine:
         slurm.run("scancel", *mine)
-    wait_for(
-        lambda: not [i for i, name in _active_jobs(slurm) if name != TIMEOUT_JOB], 30, what="an empty cluster"
-    )
+    wait_for(lambda: not [i for i, name in _active_jobs(slurm) if name != TIMEOUT_JOB], 30, what="an empty cluster")
 
 
 @pytest.fixture
@@ -158,9 +156,7 @@ def _slurm_queue(slurm) -> list[str]:
     return sorted(slurm.run("squeue", "--noheader", "--format=%i").stdout.split())
 
 
-def test_a_deadline_that_cannot_be_met_expires_and_a_failing_cell_fails(
-    server, client, slurm, gated, tmp_path
-):
+def test_a_deadline_that_cannot_be_met_expires_and_a_failing_cell_fails(server, client, slurm, gated, tmp_path):
     failing = write_notebook(tmp_path / "bad.ipynb", "x = 1", "raise ValueError('no convergence')")
     failing = client.submit(path=str(failing), gpus=0)  # runs beside the GPU jobs
     blocker = wait_state(client, gated.submit(client, "blocker", gpus=2)["id"], "running", timeout=30)
@@ -174,9 +170,7 @@ def test_a_deadline_that_cannot_be_met_expires_and_a_failing_cell_fails(
     gated.open("blocker")
     assert wait_state(client, blocker["id"], "succeeded", "failed", timeout=60)["state"] == "succeeded"
     failing = wait_state(client, failing["id"], "failed", "succeeded", timeout=60)
-    assert (
-        failing["state"] == "failed" and "ValueError: no convergence" in failing["reason"]
-    )  # the worker's words
+    assert failing["state"] == "failed" and "ValueError: no convergence" in failing["reason"]  # the worker's words
     assert slurm.job_info(_slurm_id(server, failing["id"]))["JobState"] == "FAILED"
 
 
@@ -186,7 +180,9 @@ def test_slurm_holds_a_job_after_another_and_e31_drops_one_after_a_failure(serve
     then = client.submit(path=str(quick), gpus=1, after=first["id"], name="then")
     assert then["waiting_for"] == [first["id"]]
     assert wait_for(lambda: _with_reason(client, then["id"], "Dependency"), 15, what="then to pend on its dependency")
-    assert slurm.job_info(_slurm_id(server, then["id"]))["Dependency"].startswith(f"afterok:{_slurm_id(server, first['id'])}")
+    assert slurm.job_info(_slurm_id(server, then["id"]))["Dependency"].startswith(
+        f"afterok:{_slurm_id(server, first['id'])}"
+    )
     failing = client.submit(path=str(write_notebook(tmp_path / "bad.ipynb", "1 / 0")), gpus=0)
     doomed = client.submit(path=str(quick), gpus=0, after=failing["id"], name="doomed")
     doomed = wait_state(client, doomed["id"], "expired", "succeeded", "failed", "cancelled", timeout=60)
@@ -198,7 +194,9 @@ def test_slurm_holds_a_job_after_another_and_e31_drops_one_after_a_failure(serve
 
 
 def test_a_pending_job_changes_in_slurm_and_in_e31_alike(server, client, slurm, gated):
-    blocker = wait_state(client, gated.submit(client, "blocker", gpus=2, max_runtime="10m")["id"], "running", timeout=30)
+    blocker = wait_state(
+        client, gated.submit(client, "blocker", gpus=2, max_runtime="10m")["id"], "running", timeout=30
+    )
     job = gated.submit(client, "job", gpus=1, max_runtime="10m", expected_runtime="5m", deadline="+2h")
     assert wait_for(lambda: _with_reason(client, job["id"], "Resources"), 15, what="the job to pend")
     slurm_id = _slurm_id(server, job["id"])
@@ -256,9 +254,7 @@ def test_a_restarted_server_shows_what_slurm_did_meanwhile(start_slurm_server, s
     waiting = gated.submit(client, "waiting", gpus=1)
     first.kill()  # nothing of a Slurm job lives only in the server
     with sqlite3.connect(first.data_dir / "e31.sqlite") as db:  # as if it died in the midst of sbatch
-        db.execute(
-            "UPDATE jobs SET handle = NULL, submitted_at = submitted_at - 600 WHERE id = ?", (waiting["id"],)
-        )
+        db.execute("UPDATE jobs SET handle = NULL, submitted_at = submitted_at - 600 WHERE id = ?", (waiting["id"],))
     gated.open("short")
     wait_for(lambda: slurm.job_info(_slurm_id(first, short["id"]))["JobState"] == "COMPLETED", 60,
              what="short to end while no server runs")  # fmt: skip
@@ -268,11 +264,7 @@ def test_a_restarted_server_shows_what_slurm_did_meanwhile(start_slurm_server, s
     short = wait_state(client, short["id"], "succeeded", timeout=10)
     _assert_meter_is_slurms(second, slurm, short)  # Slurm's start and end, not when they were seen
     again = client.job(long["id"])
-    assert (
-        again["state"] == "running"
-        and again["gpus"] == long["gpus"]
-        and again["started_at"] == long["started_at"]
-    )
+    assert again["state"] == "running" and again["gpus"] == long["gpus"] and again["started_at"] == long["started_at"]
     waiting = wait_state(client, waiting["id"], "running", timeout=30)  # found in Slurm; took short's GPU
     assert waiting["gpus"] == short["gpus"]
     for name in ("long", "waiting"):
@@ -401,9 +393,7 @@ def test_slurm_states_in_e31_words(state, e31_state, words):
 
 def test_place_in_line_is_slurms_order():
     def pending(slurm_id, priority, submitted, partition="gpu"):
-        return SlurmJob(
-            slurm_id, "PENDING", priority=priority, submitted=submitted, partitions=frozenset([partition])
-        )
+        return SlurmJob(slurm_id, "PENDING", priority=priority, submitted=submitted, partitions=frozenset([partition]))
 
     jobs = [
         pending("1", 10, 5),

@@ -6,7 +6,7 @@ import sqlite3
 
 import pytest
 
-from e31_jupyter.store import _SCHEMA, Store
+from e31_jupyter.service.store import _SCHEMA, Store
 
 
 def test_a_store_from_before_dependencies_gains_the_column_and_keeps_its_jobs(tmp_path):

@@ -9,7 +9,7 @@ import time
 import pytest
 from conftest import wait_state
 
-from e31_jupyter.errors import InvalidRequest
+from e31_jupyter.core.errors import InvalidRequest
 
 
 def test_a_queued_job_takes_its_new_request_keeps_its_id_and_those_waiting_for_it(client, gated):
@@ -48,7 +48,9 @@ def test_a_deadline_or_expected_run_time_can_be_cleared_and_nothing_changed_chan
     hog = wait_state(client, gated.submit(client, "hog", gpus=2)["id"], "running")
     job = gated.submit(client, "job", gpus=1, deadline="+2h", expected_runtime="10m", max_runtime="1h")
     renamed = client.update(job["id"], name="renamed")  # its deadline, not named, is not changed
-    assert renamed["changed"] == ["name job -> renamed"] and renamed["request"]["deadline"] == job["request"]["deadline"]
+    assert (
+        renamed["changed"] == ["name job -> renamed"] and renamed["request"]["deadline"] == job["request"]["deadline"]
+    )
     job = client.update(job["id"], deadline=None, expected_runtime=None)
     assert job["request"]["deadline"] is None and job["request"]["expected_runtime_s"] is None
     assert job["request"]["max_runtime_s"] == 3600  # what was not named stays
@@ -59,7 +61,6 @@ def test_a_deadline_or_expected_run_time_can_be_cleared_and_nothing_changed_chan
     gated.open("job")
     assert wait_state(client, job["id"], "succeeded")["state"] == "succeeded"
     assert hog["state"] == "running"
-
 
 
 def test_the_jobs_a_queued_job_runs_after_change_and_a_cycle_is_refused(server, client, gated):

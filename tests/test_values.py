@@ -9,7 +9,7 @@ import sys
 import numpy as np
 import pytest
 
-from e31_jupyter.values import DIGEST_MAX_BYTES, DIGEST_MAX_ITEMS, digests
+from e31_jupyter.notebook.values import DIGEST_MAX_BYTES, DIGEST_MAX_ITEMS, digests
 
 PLAIN = {
     "lr": 0.1, "epochs": 3, "flag": True, "nothing": None, "z": 1 + 2j, "tag": "run-1", "raw": b"\x00\xff",
@@ -59,7 +59,7 @@ def test_what_may_pickle_differently_in_another_kernel_gets_none(value):
 def test_the_digests_are_the_same_in_another_process():
     """Equal values in another kernel (another hash seed) have equal digests."""
     code = (
-        "import numpy as np; from e31_jupyter.values import digests; "
+        "import numpy as np; from e31_jupyter.notebook.values import digests; "
         "print(digests({'c': {'b': [1, 2.5, 'x'], 'a': None}, 'w': np.arange(6.0)}))"
     )
     seen = {subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,

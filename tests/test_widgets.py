@@ -26,7 +26,8 @@ class CountingClient(E31Client):
 
 
 @pytest.mark.parametrize(
-    "n, text", [(1, "1st"), (2, "2nd"), (3, "3rd"), (4, "4th"), (11, "11th"), (12, "12th"), (21, "21st"), (113, "113th")]
+    "n, text",
+    [(1, "1st"), (2, "2nd"), (3, "3rd"), (4, "4th"), (11, "11th"), (12, "12th"), (21, "21st"), (113, "113th")],
 )
 def test_positions_read_as_places_in_line(n, text):
     assert widgets.format_position(n) == f"{text} in line"

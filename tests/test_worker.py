@@ -11,7 +11,7 @@ import nbformat
 import pytest
 from papermill.iorw import write_ipynb
 
-from e31_jupyter.worker import SOCKETS_PREFIX, remove_orphaned_sockets, save_notebooks_whole
+from e31_jupyter.execution.worker import SOCKETS_PREFIX, remove_orphaned_sockets, save_notebooks_whole
 
 
 def test_socket_folders_of_dead_workers_are_removed_and_live_ones_kept(tmp_path):
@@ -37,7 +37,9 @@ def test_a_save_cut_short_leaves_the_last_whole_notebook(tmp_path):
     executed = job / "executed.ipynb"
     save_notebooks_whole(job)
     write_ipynb(nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("x = 1")]), str(executed))
-    cut_short = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("x = 1"), nbformat.v4.new_markdown_cell("\udc80")])
+    cut_short = nbformat.v4.new_notebook(
+        cells=[nbformat.v4.new_code_cell("x = 1"), nbformat.v4.new_markdown_cell("\udc80")]
+    )
     with pytest.raises(UnicodeEncodeError):
         write_ipynb(cut_short, str(executed))
     assert [cell.source for cell in nbformat.read(executed, as_version=4).cells] == ["x = 1"]

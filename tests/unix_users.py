@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 
 import e31_jupyter
-from e31_jupyter import accounts
+from e31_jupyter.execution import accounts
 
 REPOSITORY = Path(e31_jupyter.__file__).resolve().parent.parent
 ENTER = stat.S_IXGRP | stat.S_IXOTH

@@ -9,11 +9,11 @@ from __future__ import annotations
 
 import sys
 
-from ..client import E31Client, read_token_file
-from ..errors import E31Error
-from .arguments import read_argv
-from .launch import LAUNCHERS, launch
-from .parser import build_parser
+from e31_jupyter.cli.arguments import read_argv
+from e31_jupyter.cli.launch import LAUNCHERS, launch
+from e31_jupyter.cli.parser import build_parser
+from e31_jupyter.client import E31Client, read_token_file
+from e31_jupyter.core.errors import E31Error
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -1,5 +1,5 @@
 import sys
 
-from . import main
+from e31_jupyter.cli import main
 
 sys.exit(main())

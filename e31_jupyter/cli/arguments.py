@@ -12,9 +12,9 @@ from pathlib import Path
 
 import yaml
 
-from .. import sweep
-from ..errors import InvalidRequest
-from ..job import is_day_and_clock
+from e31_jupyter.core import sweep
+from e31_jupyter.core.errors import InvalidRequest
+from e31_jupyter.core.job import is_day_and_clock
 
 JOB_HELP = "a job's id, or enough of it to be unique (its part after the dash will do), or `last`: your newest job"
 
@@ -176,20 +176,35 @@ def request_options(parser: argparse.ArgumentParser, defaults: str = "") -> None
         return f"; default: {defaults or usual}" if defaults or usual else ""
 
     parser.add_argument(
-        "-p", "--parameters", nargs=2, action="append", metavar=("NAME", "VALUE"),
+        "-p",
+        "--parameters",
+        nargs=2,
+        action="append",
+        metavar=("NAME", "VALUE"),
         help="a papermill parameter (-p lr 0.1, or -p lr=0.1); VALUE typed as papermill does "
         "(int, float, True/False/None, str)",
     )
     parser.add_argument(
-        "-r", "--parameters-raw", nargs=2, action="append", metavar=("NAME", "VALUE"),
+        "-r",
+        "--parameters-raw",
+        nargs=2,
+        action="append",
+        metavar=("NAME", "VALUE"),
         help="a parameter whose VALUE is passed as text, untyped (-r tag 001)",
     )
     parser.add_argument(
-        "-y", "--parameters-yaml", action="append", metavar="YAML",
+        "-y",
+        "--parameters-yaml",
+        action="append",
+        metavar="YAML",
         help="parameters as YAML, for lists and mappings: -y '{layers: [64, 128]}'",
     )
     parser.add_argument(
-        "-f", "--parameters-file", dest="parameters_files", action="append", metavar="FILE",
+        "-f",
+        "--parameters-file",
+        dest="parameters_files",
+        action="append",
+        metavar="FILE",
         help="parameters from a YAML or JSON file; -f, -y, -p, -r may be mixed, a later kind winning, as in papermill",
     )
     parser.add_argument("--gpus", type=int, help=f"GPUs to hold{default('0')}")
@@ -199,17 +214,25 @@ def request_options(parser: argparse.ArgumentParser, defaults: str = "") -> None
     parser.add_argument("--expected-runtime", type=duration, metavar="DUR", help=f"how long it should take{default()}")
     parser.add_argument("--deadline", metavar="WHEN", help="finish by: ISO 8601, +6h, 08:00, 8am or tomorrow 8am")
     parser.add_argument(
-        "--after", action="append", metavar="JOB",
+        "--after",
+        action="append",
+        metavar="JOB",
         help="start only once this job has succeeded (repeatable: all of them); `last` is your newest job",
     )
     parser.add_argument("--name", help=f"a name for the job{default()}")
     parser.add_argument("--team", help=f"the team to charge{default()}")
     parser.add_argument(
-        "--output", dest="outputs", action="append", metavar="GLOB",
+        "--output",
+        dest="outputs",
+        action="append",
+        metavar="GLOB",
         help=f"files to collect (repeatable{default('all it wrote')})",
     )
     parser.add_argument(
-        "--report", dest="reports", action="append", metavar="FORMAT",
+        "--report",
+        dest="reports",
+        action="append",
+        metavar="FORMAT",
         help=f"report format, or `none` for no report (repeatable{default('html')})",
     )
 
@@ -218,7 +241,8 @@ def wait_or_check(parser: argparse.ArgumentParser) -> None:
     after = parser.add_mutually_exclusive_group()
     after.add_argument("--wait", action="store_true", help="wait for the end; exit 0 only if it succeeded")
     after.add_argument(
-        "--check", action="store_true",
+        "--check",
+        action="store_true",
         help="submit nothing: say what the submit would refuse or warn of, and where the job would wait",
     )
 
@@ -233,34 +257,53 @@ def container_options(parser: argparse.ArgumentParser) -> None:
 def update_options(parser: argparse.ArgumentParser) -> None:
     """What ``e31 update`` may change of a queued job; what is not given stays."""
     parser.add_argument("--gpus", type=int, help="GPUs to hold")
-    parser.add_argument("--max-runtime", type=duration, metavar="DUR", help="stop it after this: 90m, 6h, 1d or seconds")
+    parser.add_argument(
+        "--max-runtime", type=duration, metavar="DUR", help="stop it after this: 90m, 6h, 1d or seconds"
+    )
     expected = parser.add_mutually_exclusive_group()
     expected.add_argument(
         "--expected-runtime", type=duration, metavar="DUR", default=argparse.SUPPRESS, help="how long it should take"
     )
     expected.add_argument(
-        "--no-expected-runtime", dest="expected_runtime", action="store_const", const=None, default=argparse.SUPPRESS,
+        "--no-expected-runtime",
+        dest="expected_runtime",
+        action="store_const",
+        const=None,
+        default=argparse.SUPPRESS,
         help="it declares no expected run time any more",
     )
     deadline = parser.add_mutually_exclusive_group()
     deadline.add_argument(
-        "--deadline", metavar="WHEN", default=argparse.SUPPRESS,
+        "--deadline",
+        metavar="WHEN",
+        default=argparse.SUPPRESS,
         help="finish by: ISO 8601, +6h, 08:00, 8am or tomorrow 8am",
     )
     deadline.add_argument(
-        "--no-deadline", dest="deadline", action="store_const", const=None, default=argparse.SUPPRESS,
+        "--no-deadline",
+        dest="deadline",
+        action="store_const",
+        const=None,
+        default=argparse.SUPPRESS,
         help="it has no deadline any more",
     )
     parser.add_argument("--name", help="a new name")
     parser.add_argument("--team", help="the team to charge")
     after = parser.add_mutually_exclusive_group()
     after.add_argument(
-        "--after", action="append", metavar="JOB", default=argparse.SUPPRESS,
+        "--after",
+        action="append",
+        metavar="JOB",
+        default=argparse.SUPPRESS,
         help="start only once this job has succeeded, instead of the jobs it was to run after "
         "(repeatable: all of them)",
     )
     after.add_argument(
-        "--no-after", dest="after", action="store_const", const=[], default=argparse.SUPPRESS,
+        "--no-after",
+        dest="after",
+        action="store_const",
+        const=[],
+        default=argparse.SUPPRESS,
         help="it waits for no other job any more",
     )
 

@@ -7,12 +7,8 @@ import time
 from fnmatch import fnmatchcase
 from pathlib import Path
 
-from .. import values
-from ..client import FINAL_STATES, E31Client
-from ..errors import E31Error
-from ..text import format_size
-from .arguments import as_typed_here, request_changes, submit_bodies, update_changes
-from .listing import (
+from e31_jupyter.cli.arguments import as_typed_here, request_changes, submit_bodies, update_changes
+from e31_jupyter.cli.listing import (
     as_json,
     describe,
     describe_check,
@@ -24,6 +20,10 @@ from .listing import (
     print_job_lines,
     print_warnings,
 )
+from e31_jupyter.client import FINAL_STATES, E31Client
+from e31_jupyter.core.errors import E31Error
+from e31_jupyter.core.text import format_size
+from e31_jupyter.notebook import values
 
 
 def cmd_submit(client: E31Client, args) -> int:
@@ -81,8 +81,6 @@ def submit_sweep(client: E31Client, bodies: list[dict]) -> list[dict]:
     return jobs
 
 
-
-
 def cmd_resubmit(client: E31Client, args) -> int:
     job_id = client.resolve(args.job)
     if args.check:
@@ -107,10 +105,6 @@ def _print_check(check: dict, args) -> int:
     print_warnings(check["warnings"])
     print(as_json(check) if args.json else describe_check(check))
     return 0
-
-
-
-
 
 
 def _progress_printer(job: dict):
@@ -252,7 +246,7 @@ def cmd_collect(client: E31Client, args) -> int:
         returned = list(values.read_index(folder / "values"))
         if returned:
             print(f"  values {', '.join(returned)} in {folder / 'values'}; in Python: "
-                  f"e31_jupyter.values.load({str(folder / 'values')!r})")  # fmt: skip
+                  f"e31_jupyter.notebook.values.load({str(folder / 'values')!r})")  # fmt: skip
 
     return _each(client, args.job, collect)
 

@@ -33,7 +33,7 @@ def launcher_argv(command: str, extra: list[str], as_root: bool | None = None) -
 def system_args() -> list[str]:
     """What makes ``e31 serve --system`` the machine's scheduler: a Unix socket that anyone may
     connect to (the kernel names each caller), nothing on TCP, no token, root's own config only."""
-    from ..client import SYSTEM_SOCKET
+    from e31_jupyter.client import SYSTEM_SOCKET
 
     return [
         "--E31.system=True",
@@ -86,7 +86,7 @@ def _not_overridden(defaults: list[str], given: list[str]) -> list[str]:
 
 def _make_socket_folder() -> None:
     """/run/e31, where the socket goes: root's, and searchable by everyone."""
-    from ..client import SYSTEM_SOCKET
+    from e31_jupyter.client import SYSTEM_SOCKET
 
     folder = os.path.dirname(SYSTEM_SOCKET)
     os.makedirs(folder, mode=0o755, exist_ok=True)

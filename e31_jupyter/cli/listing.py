@@ -6,8 +6,16 @@ import json
 import sys
 from datetime import datetime
 
-from ..client import FINAL_STATES
-from ..text import format_age, format_gpu_hours, format_moment, format_outlook, format_seconds, format_size, format_until
+from e31_jupyter.client import FINAL_STATES
+from e31_jupyter.core.text import (
+    format_age,
+    format_gpu_hours,
+    format_moment,
+    format_outlook,
+    format_seconds,
+    format_size,
+    format_until,
+)
 
 
 def format_table(headers: list[str], rows: list[list]) -> str:

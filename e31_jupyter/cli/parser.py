@@ -4,8 +4,15 @@ from __future__ import annotations
 
 import argparse
 
-from .arguments import JOB_HELP, container_options, positive_int, request_options, update_options, wait_or_check
-from .commands import (
+from e31_jupyter.cli.arguments import (
+    JOB_HELP,
+    container_options,
+    positive_int,
+    request_options,
+    update_options,
+    wait_or_check,
+)
+from e31_jupyter.cli.commands import (
     cmd_cancel,
     cmd_collect,
     cmd_delete,
@@ -35,8 +42,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--url", help="server URL, e.g. http://localhost:8888/")
     parser.add_argument(
         "--token",
-        help="the server's token; visible to every user of this machine (ps): prefer E31_TOKEN or "
-        "--token-file",
+        help="the server's token; visible to every user of this machine (ps): prefer E31_TOKEN or --token-file",
     )
     parser.add_argument("--token-file", metavar="PATH", help="a file holding the server's token (as E31_TOKEN_FILE)")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
@@ -53,7 +59,10 @@ def build_parser() -> argparse.ArgumentParser:
     submit.add_argument("notebook", metavar="NOTEBOOK", help="path of the notebook")
     request_options(submit)
     submit.add_argument(
-        "--sweep", nargs="+", action="append", metavar=("NAME", "VALUE"),
+        "--sweep",
+        nargs="+",
+        action="append",
+        metavar=("NAME", "VALUE"),
         help="submit one job per value of parameter NAME: --sweep lr 0.1 0.2, or --sweep lr=0.1,0.2 "
         "(repeatable: one job per combination)",
     )
@@ -111,7 +120,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     collect = command("collect", cmd_collect, "download a finished job's notebook, report and files")
     collect.add_argument("job", metavar="JOB", nargs="+", help=JOB_HELP + " (several: each of them)")
-    collect.add_argument("--to", metavar="DIR", help="where to write (default ./e31-JOB; for several jobs, DIR/e31-JOB)")
+    collect.add_argument(
+        "--to", metavar="DIR", help="where to write (default ./e31-JOB; for several jobs, DIR/e31-JOB)"
+    )
 
     delete = command(
         "delete", cmd_delete,

@@ -10,12 +10,11 @@ from jupyter_core.paths import jupyter_data_dir
 from traitlets import Bool, Enum, Float, Int, List, Unicode, default, validate
 from traitlets.config import Configurable
 
-from ..client import SYSTEM_SOCKET  # noqa: F401 (where e31 serve --system listens)
-from ..errors import InvalidRequest
-from ..job import parse_cpus, parse_duration, parse_memory
-from ..job_env import check_configured
-from ..policy import DEFAULT_POLICY, E31_LONG_SHARE, POLICIES
-
+from e31_jupyter.client import SYSTEM_SOCKET  # noqa: F401 (where e31 serve --system listens)
+from e31_jupyter.core.errors import InvalidRequest
+from e31_jupyter.core.job import parse_cpus, parse_duration, parse_memory
+from e31_jupyter.core.policy import DEFAULT_POLICY, E31_LONG_SHARE, POLICIES
+from e31_jupyter.execution.job_env import check_configured
 
 GPU_ID = re.compile(r"\d+|GPU-[0-9A-Fa-f-]+|MIG-[0-9A-Za-z/-]+")  # an index, a UUID, a MIG device
 SYSTEM_DATA_DIR = "/var/lib/e31"  # the system scheduler's, owned by root
@@ -44,8 +43,7 @@ class E31(Configurable):
     ).tag(config=True)
 
     slurm_partition = Unicode(
-        help="The Slurm partition (or comma-separated partitions) jobs go to. Default: the "
-        "cluster's default partition."
+        help="The Slurm partition (or comma-separated partitions) jobs go to. Default: the cluster's default partition."
     ).tag(config=True)
 
     slurm_account = Unicode(help="The Slurm account jobs are charged to (sbatch --account).").tag(config=True)
@@ -78,9 +76,9 @@ class E31(Configurable):
         "Python 3.10+ (as `docker_python`) with papermill, ipykernel and nbconvert."
     ).tag(config=True)
 
-    docker_allowed_images = List(
-        Unicode(), help="Images a job may name besides docker_image (backend 'docker')."
-    ).tag(config=True)
+    docker_allowed_images = List(Unicode(), help="Images a job may name besides docker_image (backend 'docker').").tag(
+        config=True
+    )
 
     docker_mounts = List(
         Unicode(),
@@ -89,18 +87,15 @@ class E31(Configurable):
     ).tag(config=True)
 
     docker_network = Unicode(
-        "none", help="The network of job containers: 'none' (no network at all), 'host', or a "
-        "Docker network's name."
+        "none", help="The network of job containers: 'none' (no network at all), 'host', or a Docker network's name."
     ).tag(config=True)
 
     docker_memory = Unicode(
-        help="A job container's memory limit (e.g. 16g), and the most a job may ask for. "
-        "Default: no limit."
+        help="A job container's memory limit (e.g. 16g), and the most a job may ask for. Default: no limit."
     ).tag(config=True)
 
     docker_cpus = Float(
-        0.0, help="A job container's CPU limit (e.g. 8 or 0.5), and the most a job may ask for. "
-        "Default (0): no limit."
+        0.0, help="A job container's CPU limit (e.g. 8 or 0.5), and the most a job may ask for. Default (0): no limit."
     ).tag(config=True)
 
     docker_user = Unicode(
@@ -109,15 +104,15 @@ class E31(Configurable):
         "hands each job's directory to that user before the job starts."
     ).tag(config=True)
 
-    docker_python = Unicode(
-        "python3", help="The Python command in job images that runs the e31 worker."
-    ).tag(config=True)
+    docker_python = Unicode("python3", help="The Python command in job images that runs the e31 worker.").tag(
+        config=True
+    )
 
     policy = Enum(
         list(POLICIES),
         default_value=DEFAULT_POLICY,
         help="The scheduling policy: e31 (deadline-aware fair share, the default), edf, backfill "
-        "(as Slurm does it), sjf or fifo. See e31_jupyter/policy.py.",
+        "(as Slurm does it), sjf or fifo. See e31_jupyter/core/policy.py.",
     ).tag(config=True)
 
     long_jobs_share = Float(
@@ -128,9 +123,9 @@ class E31(Configurable):
         "whatever its size, and while no short job came for a day, any may. 1: no limit.",
     ).tag(config=True)
 
-    default_max_runtime = Unicode(
-        "24h", help="The run time limit of a job that declares none (e.g. 90m, 6h, 1d)."
-    ).tag(config=True)
+    default_max_runtime = Unicode("24h", help="The run time limit of a job that declares none (e.g. 90m, 6h, 1d).").tag(
+        config=True
+    )
 
     delete_files_after = Unicode(
         "",
@@ -143,9 +138,7 @@ class E31(Configurable):
 
     currency = Unicode("USD", help="The currency of gpu_hour_rate.").tag(config=True)
 
-    admin_users = List(
-        Unicode(), help="Users who see and cancel every job, not only their own."
-    ).tag(config=True)
+    admin_users = List(Unicode(), help="Users who see and cancel every job, not only their own.").tag(config=True)
 
     admin_group = Unicode(
         help="A Unix group whose members are admins too (see and cancel every job). Meant for "
@@ -167,13 +160,13 @@ class E31(Configurable):
         "submit names, read with this user's permissions."
     ).tag(config=True)
 
-    stop_grace = Float(
-        5.0, help="Seconds between SIGTERM and SIGKILL when a job is cancelled or times out."
-    ).tag(config=True)
+    stop_grace = Float(5.0, help="Seconds between SIGTERM and SIGKILL when a job is cancelled or times out.").tag(
+        config=True
+    )
 
-    max_queued_per_user = Int(
-        1000, help="The most jobs one user may have waiting in the queue at once."
-    ).tag(config=True)
+    max_queued_per_user = Int(1000, help="The most jobs one user may have waiting in the queue at once.").tag(
+        config=True
+    )
 
     max_gpus_per_user = Int(
         0,
@@ -183,9 +176,9 @@ class E31(Configurable):
         "Slurm, set the limit in Slurm.",
     ).tag(config=True)
 
-    max_input_bytes = Int(
-        50 << 30, help="The most data (files, folders, captured values) one job may bring in."
-    ).tag(config=True)
+    max_input_bytes = Int(50 << 30, help="The most data (files, folders, captured values) one job may bring in.").tag(
+        config=True
+    )
 
     max_output_bytes = Int(
         50 << 30,
@@ -320,7 +313,7 @@ class E31(Configurable):
         Unicode(),
         help="More environment variables for every job: a NAME (its value from the server's "
         "environment) or NAME=VALUE. A job otherwise gets only an allowlist (PATH, locale, "
-        "thread counts, the Python environment; see e31_jupyter/job_env.py), never the server's "
+        "thread counts, the Python environment; see e31_jupyter/execution/job_env.py), never the server's "
         "tokens. Names that look like credentials (TOKEN, SECRET, PASSWORD, JPY_*, E31_*) are "
         "refused: a job runs its submitter's code.",
     ).tag(config=True)
@@ -338,7 +331,9 @@ def _device_ids(item: str) -> list[str]:
         try:
             listed = ast.literal_eval(text)
         except (ValueError, SyntaxError):
-            raise ValueError(f"c.E31.gpus: cannot read {text!r} as a list; write it as '[\"0\", \"1\"]' or 0,1.") from None
+            raise ValueError(
+                f'c.E31.gpus: cannot read {text!r} as a list; write it as \'["0", "1"]\' or 0,1.'
+            ) from None
         return [str(device).strip() for device in listed if str(device).strip()]
     return [device.strip() for device in text.split(",") if device.strip()]
 

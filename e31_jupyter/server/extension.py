@@ -8,17 +8,17 @@ from pathlib import Path
 from jupyter_server.extension.application import ExtensionApp
 from traitlets import TraitError
 
-from .. import accounts, backends, gpus
-from ..errors import E31Error
-from ..job import parse_duration
-from ..cluster_queue import ClusterQueue
-from ..queue import Queue
-from ..settings import Settings
-from .config import E31
-from .events import JobEvents
-from .forward import SystemScheduler
-from .forward import routes as forward_routes
-from .handlers import SINGLE_USER_PROVIDERS, routes, unavailable_routes
+from e31_jupyter.core.errors import E31Error
+from e31_jupyter.core.job import parse_duration
+from e31_jupyter.execution import accounts, backends, gpus
+from e31_jupyter.server.config import E31
+from e31_jupyter.server.events import JobEvents
+from e31_jupyter.server.forward import SystemScheduler
+from e31_jupyter.server.forward import routes as forward_routes
+from e31_jupyter.server.handlers import SINGLE_USER_PROVIDERS, routes, unavailable_routes
+from e31_jupyter.service.cluster_queue import ClusterQueue
+from e31_jupyter.service.queue import Queue
+from e31_jupyter.service.settings import Settings
 
 
 class E31Extension(ExtensionApp):

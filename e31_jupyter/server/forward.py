@@ -16,9 +16,9 @@ from jupyter_server.auth.decorator import authorized
 from jupyter_server.base.handlers import APIHandler
 from tornado import web
 
-from ..client import socket_url
-from ..errors import E31Error
-from ..handover import SUBMITS, hand_over
+from e31_jupyter.client import socket_url
+from e31_jupyter.core.errors import E31Error
+from e31_jupyter.service.handover import SUBMITS, hand_over
 
 AUTH_RESOURCE = "e31"
 CHUNK = 1 << 20

@@ -17,13 +17,15 @@ from jupyter_server.auth.identity import IdentityProvider, LegacyIdentityProvide
 from jupyter_server.base.handlers import APIHandler
 from tornado import web
 
-from .. import __version__, accounts, values
-from ..admission import Caller
-from ..errors import Conflict, E31Error, InvalidRequest, NotFound
-from ..job import FINAL_STATES, PAGE_SIZE, parse_iso, whole_number
-from ..jobdir import JobDir
-from ..outputs import collected_file
-from ..queue import Queue
+from e31_jupyter import __version__
+from e31_jupyter.core.errors import Conflict, E31Error, InvalidRequest, NotFound
+from e31_jupyter.core.job import FINAL_STATES, PAGE_SIZE, parse_iso, whole_number
+from e31_jupyter.execution import accounts
+from e31_jupyter.execution.jobdir import JobDir
+from e31_jupyter.execution.outputs import collected_file
+from e31_jupyter.notebook import values
+from e31_jupyter.service.admission import Caller
+from e31_jupyter.service.queue import Queue
 
 AUTH_RESOURCE = "e31"
 LOG_CHUNK = 1 << 20

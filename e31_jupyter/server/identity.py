@@ -13,7 +13,7 @@ import struct
 
 from jupyter_server.auth.identity import IdentityProvider, User
 
-from .. import accounts
+from e31_jupyter.execution import accounts
 
 _UCRED = struct.Struct("3i")  # pid, uid, gid
 

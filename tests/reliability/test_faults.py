@@ -24,7 +24,7 @@ SLOW_CELLS = ("import time, os\nopen('first.txt', 'w').write('done')", "time.sle
 def _worker_of(server, job_id: str) -> psutil.Process:
     for child in psutil.Process(server.proc.pid).children(recursive=True):
         environ = _environ(child)
-        if environ.get("E31_JOB_ID") == job_id and "e31_jupyter.worker" in " ".join(child.cmdline()):
+        if environ.get("E31_JOB_ID") == job_id and "e31_jupyter.execution.worker" in " ".join(child.cmdline()):
             return child
     raise AssertionError(f"no worker process for job {job_id}")
 
@@ -69,9 +69,15 @@ def test_kernel_death_fails_the_job_saying_in_which_cell_and_how(client, tmp_pat
     assert job["state"] == "failed" and job["reason"] == "kernel died in cell 2 of 3: it exited with status 3"
     assert client.gpus()["free"] == 2
     assert client.notebook(job["id"])["cells"][0]["outputs"] == []  # the notebook is kept
-    killed = write_notebook(tmp_path / "killed.ipynb", "import os, signal\nos.kill(os.getpid(), signal.SIGKILL)", "never = True")
-    job = wait_state(client, client.submit(path=str(killed), parameters={"n": 1})["id"], "failed", "succeeded", timeout=60)
-    assert job["reason"].startswith("kernel died in cell 2 of 3: killed by SIGKILL, most often by the out-of-memory killer")
+    killed = write_notebook(
+        tmp_path / "killed.ipynb", "import os, signal\nos.kill(os.getpid(), signal.SIGKILL)", "never = True"
+    )
+    job = wait_state(
+        client, client.submit(path=str(killed), parameters={"n": 1})["id"], "failed", "succeeded", timeout=60
+    )
+    assert job["reason"].startswith(
+        "kernel died in cell 2 of 3: killed by SIGKILL, most often by the out-of-memory killer"
+    )
 
 
 def test_server_killed_during_submits_leaves_whole_jobs_or_none(start_server, tmp_path):
@@ -89,7 +95,7 @@ def test_server_killed_during_submits_leaves_whole_jobs_or_none(start_server, tm
         client = E31Client(server.url, server.token)
         answers: list[dict] = []
 
-        def submit():
+        def submit(client=client, answers=answers):
             try:
                 answers.append(client.submit(path=str(nb), data=[str(data)], outputs=["none"]))
             except Exception:

@@ -46,10 +46,10 @@ from hypothesis.errors import Unsatisfiable
 from nbformat.v4 import new_code_cell, new_notebook
 from schemathesis import GenerationMode, checks
 from schemathesis.errors import FailureGroup
+from server_process import ServerProcess
 
 import e31_jupyter
 from e31_jupyter.client import E31Client
-from e31_jupyter.testing import ServerProcess
 
 SPEC = Path(e31_jupyter.__file__).parent / "server" / "openapi.yaml"
 EXAMPLES = int(os.environ.get("E31_FUZZ_EXAMPLES", "16"))
@@ -96,8 +96,7 @@ pathlib.Path("empty.txt").write_text("")
 print("done", open("input.csv").read())
 
 import numpy
-from e31_jupyter.values import save_outputs
-
+from e31_jupyter.notebook.values import save_outputs
 answer, table = 42, numpy.arange(1000.0)
 save_outputs(globals(), ["answer", "table", "numpy"])
 """

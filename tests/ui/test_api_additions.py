@@ -8,7 +8,7 @@ import getpass
 import pytest
 from support import wait_state, write_notebook
 
-from e31_jupyter.errors import E31Error
+from e31_jupyter.core.errors import E31Error
 
 
 def resubmit(client, job_id: str, **changes) -> dict:

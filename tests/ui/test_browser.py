@@ -15,7 +15,6 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from browser.labserver import CHROMIUM
 
 HERE = Path(__file__).resolve().parent
@@ -25,8 +24,7 @@ REPO = HERE.parents[1]
 @pytest.mark.timeout(900)
 def test_browser_suite():
     assert os.path.exists(CHROMIUM), (
-        f"{CHROMIUM} is missing: install scripts/system-packages/browser.txt "
-        "(bash scripts/install-system-packages.sh)"
+        f"{CHROMIUM} is missing: install scripts/system-packages/browser.txt (bash scripts/install-system-packages.sh)"
     )
     files = sorted(str(p) for p in (HERE / "browser").glob("browser_*.py"))
     run = subprocess.run(

@@ -11,9 +11,7 @@ LABEXTENSION = Path(__file__).resolve().parents[2] / "labextension"
 
 
 def jlpm(*args: str, timeout: float) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        ["jlpm", *args], cwd=LABEXTENSION, capture_output=True, text=True, timeout=timeout
-    )
+    return subprocess.run(["jlpm", *args], cwd=LABEXTENSION, capture_output=True, text=True, timeout=timeout)
 
 
 def test_typescript_model_unit_tests_pass():

@@ -12,11 +12,11 @@ import time
 from datetime import datetime
 
 import requests
-from support import wait_state, write_notebook
 from labserver import api, browser, context, lab, screenshot  # noqa: F401  (pytest fixtures)
 from playwright.sync_api import expect
+from support import wait_state, write_notebook
 
-from e31_jupyter.errors import E31Error
+from e31_jupyter.core.errors import E31Error
 
 GATE = """
 import os, time
@@ -335,7 +335,9 @@ def test_an_impossible_deadline_shows_the_servers_message_and_the_dialog_stays_o
     expect(dialog.locator('input[name="param-n"]')).to_have_value("7")
     settled(dialog)
     dialog.locator('input[name="gpus"]').fill("0")
-    expect(dialog.locator(".e31-SubmitForm-forecast")).to_have_text(re.compile(r"^Would start now"))  # the server's check
+    expect(dialog.locator(".e31-SubmitForm-forecast")).to_have_text(
+        re.compile(r"^Would start now")
+    )  # the server's check
     dialog.locator(".jp-Dialog-button.jp-mod-accept").click()
     closes_once_saved(dialog)
     expect(job_row(page, "deadline")).to_have_count(2)
@@ -347,7 +349,10 @@ def test_an_impossible_deadline_shows_the_servers_message_and_the_dialog_stays_o
 def test_a_queued_job_is_changed_in_place_from_its_detail_view(lab, api, context):
     # A gate of its own: the first test opened "blocker"'s, which would end this blocker at once.
     blocker = api.submit(
-        path=str(gated_notebook(lab, "blocker")), name="blocker", gpus=2, parameters={"gate": gate(lab, "change-blocker")}
+        path=str(gated_notebook(lab, "blocker")),
+        name="blocker",
+        gpus=2,
+        parameters={"gate": gate(lab, "change-blocker")},
     )
     wait_state(api, blocker["id"], "running")
     waiting = api.submit(
@@ -468,7 +473,7 @@ def test_the_values_a_cells_job_returned_are_listed_with_how_to_collect_them(lab
     # The cells that wrap a %%e31 cell end with this call (packaging.py); here it is written out.
     cell = (
         "import json as js, threading\nscores = list(range(100))\nlock = threading.Lock()\n"
-        "from e31_jupyter.values import save_outputs\nsave_outputs(globals(), ['scores', 'js', 'lock'])"
+        "from e31_jupyter.notebook.values import save_outputs\nsave_outputs(globals(), ['scores', 'js', 'lock'])"
     )
     notebook = write_notebook(lab.root / "cell-values.ipynb", cell)
     job = wait_state(api, api.submit(path=str(notebook), name="cell-values")["id"], "succeeded")
@@ -490,9 +495,7 @@ def test_the_values_a_cells_job_returned_are_listed_with_how_to_collect_them(lab
 def test_endings_while_the_browser_was_closed_are_announced_once_on_return(lab, api, context):
     page = context.new_page()
     open_lab(page, lab, "away")
-    page.wait_for_function(
-        "() => Object.keys(localStorage).some(k => k.startsWith('e31-jupyter:announced-endings'))"
-    )
+    page.wait_for_function("() => Object.keys(localStorage).some(k => k.startsWith('e31-jupyter:announced-endings'))")
     page.close()
 
     # Overnight: one job succeeds, one fails, one expires (the GPUs stay busy past its deadline).
@@ -585,7 +588,9 @@ def test_deleting_an_ended_jobs_files_from_its_page(lab, api, context):
     confirm = page.locator(".jp-Dialog").filter(has_text="Delete the files of “to-delete”?")
     expect(confirm).to_contain_text("Its record and GPU-hours stay")
     confirm.locator(".jp-Dialog-button.jp-mod-warn").click()
-    expect(detail.locator(".e31-Detail-deleted")).to_contain_text(re.compile(r"Files deleted .* by \S+ \([\d.]+ KB freed\)"))
+    expect(detail.locator(".e31-Detail-deleted")).to_contain_text(
+        re.compile(r"Files deleted .* by \S+ \([\d.]+ KB freed\)")
+    )
     for name in ("Open executed notebook", "HTML report", "Resubmit…"):
         expect(detail.get_by_role("button", name=name)).to_be_disabled()
     expect(detail.get_by_role("button", name="Delete files…")).to_have_count(0)

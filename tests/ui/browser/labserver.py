@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 import requests
+from server_process import free_port
 
 from e31_jupyter.cli.launch import launcher_argv
-from e31_jupyter.testing import free_port
 
 CHROMIUM = "/usr/bin/chromium"
 # Debian's Chromium, headless, with nothing that reaches the network (FACTS.md).
@@ -38,7 +38,7 @@ class LabProcess:
     def url(self) -> str:
         return f"http://127.0.0.1:{self.port}"
 
-    def start(self, timeout: float = 90) -> "LabProcess":
+    def start(self, timeout: float = 90) -> LabProcess:
         settings = self.home / "settings"
         (settings / "@jupyterlab" / "apputils-extension").mkdir(parents=True, exist_ok=True)
         # No news or update checks: they would reach for the network and pop up notifications.

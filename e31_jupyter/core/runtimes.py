@@ -1,0 +1,198 @@
+"""What a policy may learn from jobs already seen, pure: run times of finished jobs
+(``RuntimeModel``) and the recent demand of short jobs (``ShortDemand``). Both are fed by their
+caller (the live queue's history, or the simulator) as jobs end or arrive, so nothing is learned
+from the future."""
+
+from __future__ import annotations
+
+from bisect import bisect_left, bisect_right
+from collections import deque
+from collections.abc import Sequence
+
+KEPT_RUNTIMES = 100_000  # run times a team's cache keeps between its finished jobs; then it starts afresh
+
+
+class RuntimeModel:
+    """What finished jobs teach about run times, from the latest ``window`` jobs per team and over
+    everyone: the ratio of each job's actual run time to what it declared (``Pending.estimate``),
+    and, for jobs with a deadline, to its deadline window (deadline - submit); for jobs that
+    declared nothing, the run time itself. Fed by the caller as jobs finish, so there is no
+    look-ahead. A team with fewer than ``min_samples`` finished jobs borrows everyone's; with none
+    at all the declared time stands (ratio 1).
+
+    A job's run time is bounded by both: its declared time x a learned ratio, and a run time that
+    sits inside the learned range of actual / deadline window. ``runtime`` keeps only the ratios
+    consistent with both. Where deadlines say nothing about run time that range is wide and
+    changes nothing; where people set deadlines from how long their work takes, it narrows the
+    estimate.
+    """
+
+    def __init__(self, window: int = 400, min_samples: int = 20):
+        self.window = window
+        self.min_samples = min_samples
+        self._declared: dict[str | None, deque[float]] = {}  # actual / declared
+        self._windows: dict[str | None, deque[float]] = {}  # actual / deadline window
+        self._undeclared: dict[str | None, deque[float]] = {}  # actual, of jobs that declared nothing
+        # Worked out from the samples, per team, and kept while the samples they come from stand
+        # (``_forget``): a queue asks again for every waiting job on every pass.
+        self._cache: dict[str | None, tuple[list[float], tuple[float, float] | None]] = {}  # see _learned
+        self._undeclared_cache: dict[str | None, list[float]] = {}  # sorted
+        self._runtimes: dict[str | None, dict[tuple[float, float | None, float], float]] = {}  # see runtime
+
+    def observe(self, team: str, declared_s: float, actual_s: float, deadline_window_s: float | None = None) -> None:
+        """One finished job: what it declared (0: nothing), what it took, and (optional) how long
+        its deadline left it from submit."""
+        declared = self._add(self._declared, team, declared_s, actual_s)
+        windowed = self._add(self._windows, team, deadline_window_s or 0.0, actual_s)
+        if declared or windowed:
+            self._forget(team, (self._cache, self._runtimes), (self._declared, self._windows))
+        if declared_s <= 0:
+            self._add(self._undeclared, team, 1.0, actual_s)
+            self._forget(team, (self._undeclared_cache,), (self._undeclared,))
+
+    def _add(self, samples: dict[str | None, deque[float]], team: str, base_s: float, actual_s: float) -> bool:
+        if base_s <= 0:
+            return False
+        for key in (team, None):
+            samples.setdefault(key, deque(maxlen=self.window)).append(actual_s / base_s)
+        return True
+
+    def _forget(self, team: str, caches: Sequence[dict], sources: Sequence[dict[str | None, deque[float]]]) -> None:
+        """``team``'s samples in ``sources`` changed, and so everyone's: drop what ``caches`` keep
+        for it, for everyone, and for every team that borrows everyone's (too few of its own)."""
+        for cache in caches:
+            stale = [key for key in cache if key is None or key == team or self._borrows(key, sources)]
+            for key in stale:
+                del cache[key]
+
+    def _borrows(self, team: str, sources: Sequence[dict[str | None, deque[float]]]) -> bool:
+        return any(len(samples.get(team, ())) < self.min_samples for samples in sources)
+
+    def ratio(self, team: str | None, q: float) -> float:
+        """The q-quantile of actual / declared run time for the team's jobs (None: everyone's)."""
+        ratios, _ = self._learned(team)
+        return quantile(ratios, q) if ratios else 1.0
+
+    def runtime(self, team: str, declared_s: float, deadline_window_s: float | None, q: float) -> float:
+        """The q-quantile of the job's run time: ``declared_s`` x the team's ratios of actual /
+        declared, keeping those whose run time lies in the learned range of actual / deadline
+        window (all of them when the job has no deadline, or fewer than ``min_samples`` agree).
+        A job that declared nothing (``declared_s`` 0) goes by the run times of finished jobs that
+        declared nothing either; 0 while there are none.
+        Asked for every waiting job on every pass: what it works out is kept until a job of the
+        team ends (or any job, for a team that borrows everyone's samples)."""
+        if declared_s <= 0:
+            durations = self._undeclared_durations(team)
+            return quantile(durations, q) if durations else 0.0
+        known = self._runtimes.get(team)
+        if known is None:
+            known = self._runtimes[team] = {}
+        asked = (declared_s, deadline_window_s, q)
+        runtime = known.get(asked)
+        if runtime is None:
+            if len(known) >= KEPT_RUNTIMES:
+                known.clear()
+            runtime = known[asked] = self._runtime(team, declared_s, deadline_window_s, q)
+        return runtime
+
+    def _runtime(self, team: str, declared_s: float, deadline_window_s: float | None, q: float) -> float:
+        ratios, bounds = self._learned(team)
+        if not ratios:
+            return declared_s
+        if bounds is not None and deadline_window_s and declared_s > 0:
+            scale = deadline_window_s / declared_s
+            lo, hi = bisect_left(ratios, bounds[0] * scale), bisect_right(ratios, bounds[1] * scale)
+            if hi - lo >= self.min_samples:
+                return declared_s * ratios[min(hi - 1, lo + int(q * (hi - lo)))]
+        return declared_s * quantile(ratios, q)
+
+    def runtime_so_far(self, team: str, declared_s: float, elapsed_s: float, q: float) -> float | None:
+        """The q-quantile of a running job's whole run time, given that it has run ``elapsed_s``:
+        ``declared_s`` x the q-quantile of the team's ratios above the share of it already run (a
+        job that has run long is likely one of the long ones); what it declared while nothing is
+        learned. None once it has outrun all of them: it may run to its limit. A job that declared
+        nothing (``declared_s`` 0) goes by the run times of finished jobs that declared nothing
+        either, the same way; None while there are none longer than it has run."""
+        if declared_s <= 0:
+            return _above(self._undeclared_durations(team), elapsed_s, q)
+        ratios, _ = self._learned(team)
+        if not ratios:
+            return declared_s if elapsed_s < declared_s else None
+        ratio = _above(ratios, elapsed_s / declared_s, q)
+        return None if ratio is None else declared_s * ratio
+
+    def _undeclared_durations(self, team: str) -> list[float]:
+        durations = self._undeclared_cache.get(team)
+        if durations is None:
+            durations = self._undeclared_cache[team] = sorted(self._own_or_everyones(self._undeclared, team))
+        return durations
+
+    def _learned(self, team: str) -> tuple[list[float], tuple[float, float] | None]:
+        """The team's actual / declared ratios, sorted, and the lowest and highest actual /
+        deadline window (None before any); everyone's while the team has few. Kept until the
+        next observe."""
+        learned = self._cache.get(team)
+        if learned is None:
+            windows = self._own_or_everyones(self._windows, team)
+            bounds = (min(windows), max(windows)) if windows else None
+            learned = self._cache[team] = (sorted(self._own_or_everyones(self._declared, team)), bounds)
+        return learned
+
+    def _own_or_everyones(self, samples: dict[str | None, deque[float]], team: str) -> Sequence[float]:
+        own = samples.get(team, ())
+        return own if len(own) >= self.min_samples else samples.get(None, ())
+
+
+class ShortDemand:
+    """How many GPUs short jobs asked for lately, per hour of submit time over the last day: the
+    GPU-seconds declared by jobs of at most one machine whose declared run time is at most
+    ``short_s`` (2 h: declared times over-estimate, so most such jobs take under E31_SHORT_S).
+    Fed by the caller as jobs are submitted, so there is no look-ahead. It sizes
+    e31's lane (``e31_lanes``): a team that submits bursts of short jobs hour after hour needs
+    more GPUs kept free for them than one burst a week does; and while none came, long jobs may
+    take every GPU (``LongJobs``)."""
+
+    def __init__(
+        self, short_s: float = 7200.0, machine_gpus: int = 8, bucket_s: float = 3600.0, span_s: float = 86400.0
+    ):
+        self.short_s = short_s
+        self.machine_gpus = machine_gpus
+        self.bucket_s = bucket_s
+        self.span_s = span_s
+        self._buckets: deque[list[float]] = deque()  # [bucket start, declared GPU-seconds]
+
+    def submitted(self, t: float, gpus: int, declared_s: float) -> None:
+        if gpus > self.machine_gpus or not 0 < declared_s <= self.short_s:
+            return  # a job that declared no run time is not known to be short
+        start = t - t % self.bucket_s
+        if not self._buckets or self._buckets[-1][0] < start:
+            self._buckets.append([start, 0.0])
+        self._buckets[-1][1] += gpus * declared_s
+        while self._buckets and self._buckets[0][0] < start - self.span_s:
+            self._buckets.popleft()
+
+    def busiest(self, now: float, rank: int = 1) -> float:
+        """The ``rank``-th busiest bucket of the last ``span_s`` (1: the busiest), as GPUs held
+        through it at the declared run times; 0 when fewer buckets saw short jobs."""
+        loads = sorted((load for start, load in self._buckets if start >= now - self.span_s), reverse=True)
+        return loads[rank - 1] / self.bucket_s if len(loads) >= rank else 0.0
+
+    def quiet_from(self) -> float | None:
+        """When the short jobs seen so far stop holding long jobs back: ``span_s`` after the
+        hour the last came in; None before any came."""
+        return self._buckets[-1][0] + self.span_s if self._buckets else None
+
+    def came_lately(self, now: float) -> bool:
+        quiet = self.quiet_from()
+        return quiet is not None and now < quiet
+
+
+def _above(ordered: Sequence[float], floor: float, q: float) -> float | None:
+    """The q-quantile of the sorted values above ``floor``; None when none is."""
+    first = bisect_right(ordered, floor)
+    return None if first == len(ordered) else ordered[first + int(q * (len(ordered) - first))]
+
+
+def quantile(ordered: Sequence[float], q: float) -> float:
+    """The q-quantile of values already sorted (the nearest rank at or below)."""
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]

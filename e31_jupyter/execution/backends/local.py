@@ -1,0 +1,175 @@
+"""A job as a detached process on this machine: ``python -m e31_jupyter.execution.worker JOBDIR``.
+
+The worker runs in its own session, so it outlives the Jupyter server; every process of the job
+(the worker, its kernel, anything they start) carries ``E31_JOB_ID`` in its environment, which is
+how ``sweep`` finds stragglers that left the process group (Jupyter kernels start their own).
+
+A job runs as its account (``accounts.runs_as``): a root server starts the worker with the
+account's uid, gid and groups, in a folder given to it, with an environment that holds no secret
+(``job_env``). Stopping and sweeping signal only processes of that account: a process of another
+user that sets ``E31_JOB_ID`` to the job's id is left alone.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+
+import psutil
+
+from e31_jupyter.core.errors import E31Error
+from e31_jupyter.execution import accounts
+from e31_jupyter.execution.accounts import Account
+from e31_jupyter.execution.gpus import visible_devices_env
+from e31_jupyter.execution.job_env import JOB_ID_VAR, job_environment
+from e31_jupyter.execution.jobdir import JobDir
+
+
+class LocalBackend:
+    def __init__(self, python: str | None = None, job_env: list[str] = ()):
+        self.python = python or sys.executable
+        self.job_env = list(job_env)  # c.E31.job_env: more variables for every job
+        self._children: dict[int, subprocess.Popen] = {}  # workers this process started
+
+    def start(self, job_id: str, jobdir: JobDir, devices: list[str], account: Account | None = None) -> dict:
+        """Start the worker as ``account`` (default: the server's own) on ``devices``."""
+        server = accounts.current()
+        account = account or server
+        _check_reachable(account, jobdir)
+        env = job_environment(account, job_id, visible_devices_env(devices), self.job_env, server)
+        with open(jobdir.log, "ab") as log:
+            accounts.give_folder(jobdir.path, account.uid, account.gid)  # the log in it too
+            proc = subprocess.Popen(
+                [self.python, "-m", "e31_jupyter.execution.worker", str(jobdir.path)],
+                cwd=jobdir.work,
+                env=env,
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+                **_as_user(account, server),
+            )
+        self._children[proc.pid] = proc
+        return _handle(psutil.Process(proc.pid), account.uid)
+
+    def adopt(self, job_id: str, handle: dict | None) -> bool:
+        """True when the job's worker from ``handle`` is still alive (and is that same process)."""
+        return self._process(handle) is not None
+
+    def recover(self, job_id: str, account: Account | None = None) -> dict | None:
+        """The handle of the job's worker, found by the job id in its environment among the
+        processes of ``account`` (default: the server's)."""
+        uid = (account or accounts.current()).uid
+        for process in self._job_processes(job_id, None, uid):
+            if "e31_jupyter.execution.worker" in " ".join(_safe(process.cmdline) or []):
+                return _handle(process, uid)
+        return None
+
+    def wait(self, handle: dict) -> int | None:
+        child = self._children.pop(handle["pid"], None)
+        if child is not None:
+            return child.wait()
+        process = self._process(handle)
+        if process is None:
+            return None
+        try:
+            return process.wait()  # not our child: psutil polls it, the exit code is unknown
+        except psutil.NoSuchProcess:
+            return None
+
+    def stop(self, job_id: str, handle: dict, grace: float) -> None:
+        """SIGTERM to the job's processes, SIGKILL to whatever is left after ``grace`` seconds."""
+        targets = self._job_processes(job_id, handle, _uid_of(handle))
+        _signal_all(targets, signal.SIGTERM)
+        _, alive = psutil.wait_procs(targets, timeout=grace)
+        _signal_all(alive, signal.SIGKILL)
+        psutil.wait_procs(alive, timeout=5)
+
+    def sweep(self, job_id: str, account: Account | None = None) -> None:
+        """Kill what the job left running after its worker ended (an orphaned kernel, say): its
+        processes that run as ``account`` (default: the server's)."""
+        leftovers = self._job_processes(job_id, None, (account or accounts.current()).uid)
+        _signal_all(leftovers, signal.SIGKILL)
+        psutil.wait_procs(leftovers, timeout=5)
+
+    def _process(self, handle: dict | None) -> psutil.Process | None:
+        if not handle:
+            return None
+        try:
+            process = psutil.Process(handle["pid"])
+            if abs(process.create_time() - handle["created"]) > 0.01:
+                return None  # the pid was reused by an unrelated process
+            if not _runs_as(process, _uid_of(handle)):
+                return None
+            if process.status() == psutil.STATUS_ZOMBIE:
+                return None
+            return process
+        except psutil.Error:
+            return None
+
+    def _job_processes(self, job_id: str, handle: dict | None, uid: int) -> list[psutil.Process]:
+        """The worker of ``handle`` and its children, and every process of ``uid`` that carries
+        the job's id."""
+        found: dict[int, psutil.Process] = {}
+        worker = self._process(handle)
+        if worker is not None:
+            found[worker.pid] = worker
+            for child in _safe(worker.children, recursive=True) or []:
+                found[child.pid] = child
+        me = os.getpid()
+        for process in psutil.process_iter():
+            if process.pid in found or process.pid == me:
+                continue
+            environ = _safe(process.environ)
+            if environ and environ.get(JOB_ID_VAR) == job_id:
+                found[process.pid] = process
+        return [p for p in found.values() if _runs_as(p, uid)]
+
+
+def _check_reachable(account: Account, jobdir: JobDir) -> None:
+    """A job run as another account must be able to enter the folders above its own."""
+    closed = accounts.closed_folder(account, jobdir.path)
+    if closed is not None:
+        raise E31Error(
+            f"{account.name} cannot enter {closed}, above the job's folder, so the job cannot run as "
+            f"{account.name}. Let other users enter it (chmod o+x {closed}; mode 0711 lists nothing): "
+            "each job's own folder stays 0700, its owner's alone."
+        )
+
+
+def _as_user(account: Account, server: Account) -> dict:
+    """Popen's arguments that run a process as ``account`` (set before exec; only root may)."""
+    if account.uid == server.uid:
+        return {}
+    return {"user": account.uid, "group": account.gid, "extra_groups": list(account.groups)}
+
+
+def _runs_as(process: psutil.Process, uid: int) -> bool:
+    """Whether ``process`` runs as ``uid`` (a process of another user is never the job's)."""
+    uids = _safe(process.uids)
+    return uids is not None and uids.real == uid
+
+
+def _handle(process: psutil.Process, uid: int) -> dict:
+    """What the store keeps of a worker: enough to find it again, and whose it is."""
+    return {"pid": process.pid, "created": process.create_time(), "uid": uid}
+
+
+def _uid_of(handle: dict) -> int:
+    """The account a handle's job runs as (handles from before jobs ran as their submitter: the
+    server's)."""
+    return handle.get("uid", os.geteuid())
+
+
+def _safe(call, *args, **kwargs):
+    try:
+        return call(*args, **kwargs)
+    except psutil.Error:
+        return None
+
+
+def _signal_all(processes: list[psutil.Process], sig: int) -> None:
+    for process in processes:
+        _safe(process.send_signal, sig)

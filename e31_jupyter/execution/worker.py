@@ -1,0 +1,343 @@
+"""Runs inside the job: ``python -m e31_jupyter.execution.worker JOBDIR``.
+
+Executes the job's notebook with papermill in the job's working directory, records progress
+(cells done of total) and a heartbeat, saves the partly executed notebook as it goes, and at the
+end collects outputs and writes the result manifest. Knows nothing of the server: it reads and
+writes only the job directory. Its exit status is 0 only when the notebook succeeded.
+
+After the notebook, rendering reports, collecting files and saving values are each guarded: a
+step that fails is listed in the manifest's ``after_work_failures`` and printed to the log, and
+the job's state stays its notebook's.
+"""
+
+from __future__ import annotations
+
+import gc
+import logging
+import os
+import re
+import shutil
+import signal
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+from e31_jupyter.core.job import RESULTS_TAG
+from e31_jupyter.core.text import format_size
+from e31_jupyter.execution.jobdir import JobDir, write_json_atomic, write_text_atomic
+from e31_jupyter.execution.outputs import collect_files, failure, snapshot, write_reports
+
+HEARTBEAT_S = 2.0
+ANSI_CODES = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")  # colours in a kernel's tracebacks
+SOCKETS_PREFIX = "e31-kernel-"  # + the worker's pid: a folder of kernel sockets in the temp dir
+
+
+class Stopped(BaseException):
+    """The job was asked to stop (SIGTERM): cancel or timeout, decided by the server."""
+
+
+class Progress:
+    """progress.json: cells done of total, the current cell, and a heartbeat time."""
+
+    def __init__(self, jobdir: JobDir, cells_total: int | None):
+        self.jobdir = jobdir
+        self.state = {"cells_done": 0, "cells_total": cells_total, "current_cell": None}
+        self.last_started: int | None = None  # the cell a dead kernel was running (papermill completes it)
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+
+    def write(self, **changes) -> None:
+        with self._lock:
+            self.state.update(changes, updated_at=time.time())
+            write_json_atomic(self.jobdir.progress, self.state)
+
+    def beat(self) -> None:
+        while not self._stop.wait(HEARTBEAT_S):
+            self.write()
+
+    def __enter__(self):
+        self.write()
+        threading.Thread(target=self.beat, daemon=True).start()
+        return self
+
+    def __exit__(self, *_):
+        self._stop.set()
+
+
+def _progress_engine(progress: Progress):
+    """A papermill engine that reports each cell's start and end to ``progress``."""
+    from papermill.engines import NBClientEngine
+
+    class ProgressEngine(NBClientEngine):
+        @classmethod
+        def execute_managed_notebook(cls, nb_man, kernel_name, **kwargs):
+            cell_start, cell_complete = nb_man.cell_start, nb_man.cell_complete
+
+            def on_start(cell, cell_index=None, **kw):
+                progress.last_started = cell_index
+                progress.write(current_cell=cell_index)
+                return cell_start(cell, cell_index, **kw)
+
+            def on_complete(cell, cell_index=None, **kw):
+                result = cell_complete(cell, cell_index, **kw)
+                progress.write(cells_done=cell_index + 1, current_cell=None)
+                return result
+
+            nb_man.cell_start, nb_man.cell_complete = on_start, on_complete
+            return super().execute_managed_notebook(nb_man, kernel_name, **kwargs)
+
+    return ProgressEngine
+
+
+def save_notebooks_whole(folder: Path) -> None:
+    """Papermill saves the executed notebook after every cell by rewriting it in place: a worker
+    killed during a save (a SIGKILL, the machine going down) would leave half a notebook, and the
+    cells that ran would be lost with it. Under ``folder`` its saves replace the file instead.
+    (Papermill picks an I/O handler by the path's prefix.)"""
+    from papermill.iorw import LocalHandler, papermill_io
+
+    class WholeSaves(LocalHandler):
+        def write(self, buf: str, path: str) -> None:
+            write_text_atomic(Path(path), buf)
+
+    papermill_io.register(str(folder), WholeSaves())
+
+
+def _job_kernels(folder: str, exits: list[int]):
+    """A kernel manager whose kernel talks over unix sockets in ``folder``, and which puts the
+    kernel's exit status in ``exits`` when it dies (nbclient says only "Kernel died").
+    Over TCP, the client picks free ports and the kernel binds them a moment later: two jobs
+    starting at once can take each other's port, and the loser fails with "Kernel didn't
+    respond". Sockets named in a folder of the job's own cannot collide (and ``folder`` is
+    short: socket paths are limited)."""
+    from jupyter_client.manager import AsyncKernelManager  # nbclient's default
+    from traitlets import CaselessStrEnum, default
+
+    class JobKernelManager(AsyncKernelManager):
+        transport = CaselessStrEnum(["tcp", "ipc"], default_value="ipc")
+
+        @default("ip")
+        def _socket_path(self):
+            return os.path.join(folder, "kernel")
+
+        async def is_alive(self) -> bool:
+            alive = await super().is_alive()
+            process = getattr(self.provisioner, "process", None)
+            if not alive and process is not None and process.returncode is not None and not exits:
+                exits.append(process.returncode)
+            return alive
+
+    return JobKernelManager
+
+
+def remove_orphaned_sockets(folder: str | None = None) -> None:
+    """Remove the socket folders of workers that died before removing their own (a SIGKILL)."""
+    folder = folder or tempfile.gettempdir()
+    for entry in os.scandir(folder):
+        pid = entry.name.removeprefix(SOCKETS_PREFIX).partition("-")[0]
+        if entry.name.startswith(SOCKETS_PREFIX) and pid.isdigit() and not _alive(int(pid)):
+            shutil.rmtree(entry.path, ignore_errors=True)
+
+
+def _alive(pid: int) -> bool:
+    """Whether a process ``pid`` exists. Without psutil: a job's container may not have it."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True  # someone else's
+    return True
+
+
+def _on_sigterm(signum, frame):
+    raise Stopped()
+
+
+def run(jobdir: JobDir) -> dict:
+    """Execute the job; returns the result manifest (also written to manifest.json)."""
+    spec = jobdir.read_json(jobdir.spec)
+    # Absolute: papermill runs the notebook in the work folder, and its saves are told apart by
+    # the job folder's path (save_notebooks_whole).
+    jobdir = JobDir(jobdir.path.resolve())
+    os.environ["E31_JOB_DIR"] = str(jobdir.path)  # the kernel finds its inputs here
+    started_at = time.time()
+    write_json_atomic(jobdir.baseline, snapshot(jobdir.work))
+    status, reason = "failed", ""
+    with Progress(jobdir, cells_total=None) as progress:  # a heartbeat from the first moment
+        import nbformat
+        import papermill
+        from papermill.engines import papermill_engines
+        from papermill.exceptions import PapermillExecutionError
+
+        cells = len(nbformat.read(jobdir.input_notebook, as_version=4).cells)
+        progress.write(cells_total=cells + (1 if spec["parameters"] else 0))  # + injected cell
+        papermill_engines.register("e31", _progress_engine(progress))
+        save_notebooks_whole(jobdir.path)
+        remove_orphaned_sockets()
+        sockets = tempfile.mkdtemp(prefix=f"{SOCKETS_PREFIX}{os.getpid()}-")
+        kernel_exits: list[int] = []
+        try:
+            papermill.execute_notebook(
+                str(jobdir.input_notebook),
+                str(jobdir.executed_notebook),
+                parameters=spec["parameters"],
+                kernel_name=spec["kernel"],
+                engine_name="e31",
+                cwd=str(jobdir.work),
+                progress_bar=False,
+                log_output=True,
+                request_save_on_cell_execute=True,
+                kernel_manager_class=_job_kernels(sockets, kernel_exits),
+            )
+            status = "succeeded"
+        except Stopped:
+            status, reason = "stopped", "stopped on request"
+        except PapermillExecutionError as error:
+            reason = f"cell {error.exec_count or error.cell_index} raised {error.ename}: {error.evalue}"
+            print(_plain_traceback(error.traceback), flush=True)  # e31 logs shows where it failed
+        except Exception as error:  # the process decides the state; the reason says what happened
+            reason = _describe(error, progress, kernel_exits)
+        finally:
+            shutil.rmtree(sockets, ignore_errors=True)
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)  # the notebook is done; let the results land
+    finished_at = time.time()
+    failures: list[dict] = []
+    if status == "failed" and _results_cell_failed(jobdir):  # the user's cells all ran
+        status, reason = "succeeded", ""
+        failures.append(failure("values", f"the values were not saved: {_cell_error(jobdir)}"))
+    manifest = {
+        "status": status,
+        "reason": reason,
+        "started_at": started_at,
+        "finished_at": finished_at,
+        **_after_work(jobdir, spec, failures),
+    }
+    for item in manifest["after_work_failures"]:
+        print(f"e31: after the notebook, {item['step']}: {item['reason']}", flush=True)
+    write_json_atomic(jobdir.manifest, manifest)
+    return manifest
+
+
+def _after_work(jobdir: JobDir, spec: dict, failures: list[dict]) -> dict:
+    """Collect files, render reports and list the values that were not saved, each step on its
+    own: one that fails adds to ``failures`` and the others go on."""
+    files, left_out, reports = [], [], {}
+    try:
+        files, left_out = _collect(jobdir, spec, failures)
+    except Exception as error:
+        failures.append(failure("files", f"the job's files could not be collected: {type(error).__name__}: {error}"))
+    try:
+        title = Path(spec.get("notebook_name") or "notebook").stem
+        reports, report_failures = write_reports(jobdir, spec["reports"], spec.get("image") or "", title)
+        failures.extend(report_failures)
+    except Exception as error:
+        failures.append(failure("report", f"reports failed: {type(error).__name__}: {error}"))
+    try:
+        failures.extend(_values_not_saved(jobdir))
+    except Exception as error:
+        failures.append(failure("values", f"the values' index cannot be read: {type(error).__name__}: {error}"))
+    return {"files": files, "left_out": left_out, "reports": reports, "after_work_failures": failures}
+
+
+def _collect(jobdir: JobDir, spec: dict, failures: list[dict]) -> tuple[list[dict], list[dict]]:
+    baseline = jobdir.read_json(jobdir.baseline, {})
+    quota = spec.get("max_output_bytes", 50 << 30)
+    unreadable: list[str] = []
+    files, left_out = collect_files(jobdir.work, baseline, spec["outputs"], quota, unreadable)
+    if left_out:
+        print(
+            f"e31: {len(left_out)} file(s), {format_size(sum(f['size'] for f in left_out))}, were not "
+            f"collected: they do not fit in the output quota of {format_size(quota)} "
+            "(c.E31.max_output_bytes). They stay in the job's directory.",
+            flush=True,
+        )
+    if unreadable:
+        failures.append(failure(
+            "files",
+            f"{len(unreadable)} file(s) or folder(s) the job's user cannot read were not collected "
+            f"({'; '.join(unreadable[:5])}{'; ...' if len(unreadable) > 5 else ''}): make what the "
+            "notebook writes readable by its own user.",
+        ))  # fmt: skip
+    return files, left_out
+
+
+def _values_not_saved(jobdir: JobDir) -> list[dict]:
+    """A failure for each value a cell job could not hand back (values.json says why)."""
+    index = jobdir.values_index()
+    return [failure("values", entry["skipped"]) for entry in index.values() if "skipped" in entry]
+
+
+def _results_cell(jobdir: JobDir) -> dict | None:
+    """The executed notebook's cell that hands a cell job's values back (None: not a cell job)."""
+    import nbformat
+
+    try:
+        cells = nbformat.read(jobdir.executed_notebook, as_version=4).cells
+    except (OSError, ValueError):
+        return None
+    return next((c for c in cells if RESULTS_TAG in c.get("metadata", {}).get("tags", [])), None)
+
+
+def _results_cell_failed(jobdir: JobDir) -> bool:
+    cell = _results_cell(jobdir)
+    return cell is not None and any(o.get("output_type") == "error" for o in cell.get("outputs", []))
+
+
+def _cell_error(jobdir: JobDir) -> str:
+    error = next(o for o in _results_cell(jobdir)["outputs"] if o.get("output_type") == "error")
+    return f"{error.get('ename')}: {error.get('evalue')}"
+
+
+def _plain_traceback(lines: list[str]) -> str:
+    """A cell's traceback as the kernel sent it, without its terminal colours."""
+    return ANSI_CODES.sub("", "\n".join(lines or []))
+
+
+def _describe(error: Exception, progress: Progress, kernel_exits: list[int]) -> str:
+    name = type(error).__name__
+    if name == "DeadKernelError":
+        return _kernel_died(progress, kernel_exits[0] if kernel_exits else None)
+    if name == "NoSuchKernel":
+        return f"unknown kernel: {error}"
+    return f"{name}: {error}"
+
+
+def _kernel_died(progress: Progress, status: int | None) -> str:
+    """Where the kernel died and how: "kernel died in cell 2 of 3: killed by SIGKILL, ..."."""
+    cell = progress.last_started
+    where = f" in cell {cell + 1} of {progress.state['cells_total']}" if cell is not None else ""
+    if status is None:
+        return f"kernel died{where}"
+    if status >= 0:
+        return f"kernel died{where}: it exited with status {status}"
+    try:
+        killed = signal.Signals(-status).name
+    except ValueError:
+        killed = f"signal {-status}"
+    if killed == "SIGKILL":
+        killed += ", most often by the out-of-memory killer: the job needed more memory than it had"
+    return f"kernel died{where}: killed by {killed}"
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if len(argv) != 1:
+        print("usage: python -m e31_jupyter.execution.worker JOBDIR", file=sys.stderr)
+        return 2
+    signal.signal(signal.SIGTERM, _on_sigterm)
+    # papermill logs what the cells print at INFO: that is the job's log, so let it through
+    logging.basicConfig(level=logging.INFO, format="%(message)s", stream=sys.stdout)
+    manifest = run(JobDir(argv[0]))
+    print(f"e31 worker: {manifest['status']} {manifest['reason']}".rstrip(), flush=True)
+    return 0 if manifest["status"] == "succeeded" else 1
+
+
+if __name__ == "__main__":
+    exit_code = main()
+    # Papermill loads ~1000 modules; collecting them at exit takes ~0.4 s, and the job's GPUs
+    # are only released once this process is gone. Freezing them lets the interpreter skip it.
+    gc.freeze()
+    sys.exit(exit_code)

@@ -1,0 +1,113 @@
+"""Jobs and the GPU pool as the API shows them (``server/openapi.yaml``): store rows, and records
+about to be rows, turned into JSON. Pure: the queue gathers what a view needs (place in line,
+forecast, meter, progress) and hands it over.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from e31_jupyter.core.forecast import Forecast
+from e31_jupyter.core.job import iso
+
+if TYPE_CHECKING:
+    from e31_jupyter.service.admission import Caller
+
+
+def job_view(
+    job: dict, *, position: int | None, outlook: dict, waiting_for: list[str], meter: dict, progress: dict
+) -> dict:
+    """A job (a store row) as the API shows it."""
+    spec, result = job["spec"], job["result"]
+    return {
+        "id": job["id"],
+        "name": job["name"],
+        "owner": job["owner"],
+        "team": job["team"],
+        "state": job["state"],
+        "reason": job["reason"],
+        "queue_position": position,
+        **outlook,
+        "waiting_for": waiting_for,
+        "request": request_view(job),
+        "gpus": job["granted"],
+        "meter": meter,
+        "progress": {
+            "cells_done": progress.get("cells_done", 0),
+            "cells_total": progress.get("cells_total"),
+            "current_cell": progress.get("current_cell"),
+        },
+        "submitted_at": iso(job["submitted_at"]),
+        "started_at": iso(job["started_at"]),
+        "finished_at": iso(job["finished_at"]),
+        "work": work_view(spec),
+        "output": {
+            "files": spec.get("outputs", []),
+            "reports": result["reports"] if "reports" in result else spec.get("reports", []),  # those made, once ended
+        },
+        "files_count": result.get("files_count", 0),
+        "files_left_out": result.get("files_left_out", 0),
+        "values": result.get("values", []),
+        "after_work_failures": result.get("after_work_failures", []),
+        "files_deleted": _deleted_view(result.get("deleted")),
+        "fingerprint": job["fingerprint"],
+    }
+
+
+def _deleted_view(deleted: dict | None) -> dict | None:
+    """When and by whom the job's files were deleted, and how much that freed; None while kept."""
+    return {**deleted, "at": iso(deleted["at"])} if deleted else None
+
+
+def outlook_view(job_id: str, forecast: Forecast, queued: bool = True) -> dict:
+    """What the forecast expects of a queued job, or of a running one (only its end), as the
+    API shows it."""
+    return {
+        "expected_start": iso(forecast.starts.get(job_id)) if queued else None,
+        "expected_end": iso(forecast.ends.get(job_id)),
+        "expected_to_expire": queued and job_id in forecast.expired,
+        "held_back": forecast.held_back.get(job_id) if queued else None,
+    }
+
+
+def request_view(job: dict) -> dict:
+    """What a job (a store row, or a record about to be one) asked for, as the API shows it."""
+    return {
+        "gpus": job["gpus_requested"],
+        "max_runtime_s": job["max_runtime_s"],
+        "expected_runtime_s": job["expected_runtime_s"],
+        "deadline": iso(job["deadline"]),
+        "after": job.get("after_jobs") or [],
+    }
+
+
+def work_view(spec: dict) -> dict:
+    """What a job runs (its stored spec), as the API shows it."""
+    return {
+        "notebook": spec.get("notebook_name"),
+        "parameters": spec.get("parameters", {}),
+        "kernel": spec.get("kernel"),
+        "data": spec.get("data", []),
+    }
+
+
+def pool_view(caller: Caller, devices: list[tuple[str, bool, dict | None]], running: int, queued: int) -> dict:
+    """The pool as the API shows it: each device, busy or free, and whose job holds it (the job
+    itself only to its owner and admins); and how many jobs run and wait."""
+    pool = []
+    for device, busy, job in devices:
+        shown = job is not None and (caller.is_admin or job["owner"] == caller.name)
+        pool.append({
+            "id": device,
+            "busy": busy,
+            "job": job["id"] if shown else None,
+            "job_name": job["name"] if shown else None,
+            "owner": job["owner"] if job else None,
+        })  # fmt: skip
+    return {
+        "gpus": pool,
+        "total": len(pool),
+        "free": sum(1 for g in pool if not g["busy"]),
+        "running": running,
+        "queued": queued,
+    }

@@ -1,0 +1,143 @@
+"""What the scheduler learns from the store's past, and the snapshot a policy sees.
+
+A policy is pure (``policy.py``); this turns the store's rows into its nouns: queued jobs into
+``Pending``, running ones into ``Running``, and the past into fair-share usage, run times of
+finished jobs and short jobs' recent demand.
+
+The past is read incrementally, whichever server wrote it: jobs that ended are taken from the
+store's log of transitions after the last one seen, jobs submitted from the rows recorded after
+the last one seen. A scheduling pass therefore reads only what changed since the one before,
+not weeks of finished jobs. After a restart the first pass reads the last
+HISTORY_HALF_LIVES fair-share half-lives once.
+"""
+
+from __future__ import annotations
+
+from e31_jupyter.core import meter, policy
+from e31_jupyter.core.fairshare import FAIR_SHARE_HALF_LIFE_S, Usage
+from e31_jupyter.core.job import JobState, Request
+from e31_jupyter.core.machines import Cluster
+from e31_jupyter.core.runtimes import RuntimeModel, ShortDemand
+from e31_jupyter.service.store import Store
+
+HISTORY_HALF_LIVES = 4  # how far back a restarted scheduler reads: usage older weighs 1/16 or less
+
+
+def pending(job) -> policy.Pending:
+    """A queued job as the policy sees it (a row with at least the store's REQUEST_COLUMNS)."""
+    request = Request(
+        job["gpus_requested"], job["max_runtime_s"], job["expected_runtime_s"],
+        job["deadline"], bool(job["max_runtime_given"]),
+    )  # fmt: skip
+    return policy.Pending(
+        job["id"], request.gpus, job["submitted_at"], request.max_runtime_s,
+        request.runtime_estimate(), request.deadline, team(job), job["owner"],
+    )  # fmt: skip
+
+
+class PendingJobs:
+    """Queued jobs (store rows) as the policy sees them, each worked out once while its row stays
+    the same: a pass reads the whole queue, and most of it is as it was the pass before. The same
+    row gives the same ``Pending``, which is how a line (``Line.follow``) knows a job is unchanged."""
+
+    def __init__(self):
+        self._made: dict[tuple, policy.Pending] = {}  # a row's values -> the job, for rows of the last read
+        self._last: tuple[object, list[policy.Pending]] = (None, [])  # the rows last asked about, and their jobs
+
+    def of(self, rows: list) -> list[policy.Pending]:
+        """The jobs of ``rows``, in their order; what is kept is the jobs of these rows only. The
+        store answers with the same list while nothing was written (``Store.queued_requests``)."""
+        if rows is self._last[0]:
+            return self._last[1]
+        made, self._made = self._made, {}
+        for row in rows:
+            values = tuple(row)
+            job = made.get(values)
+            self._made[values] = pending(row) if job is None else job
+        self._last = (rows, list(self._made.values()))
+        return self._last[1]
+
+
+def running(job: dict) -> policy.Running:
+    waited = pending(job)
+    return policy.Running(
+        job["id"],
+        len(job["granted"]),
+        job["started_at"],
+        waited.max_runtime,
+        (0,),
+        waited.estimate,
+        waited.team,
+        waited.owner,
+    )
+
+
+def team(job) -> str:
+    """Who fair-share charges: the job's team, else its owner."""
+    return job["team"] or job["owner"]
+
+
+class History:
+    """Fair-share usage of ended jobs, run times of jobs that succeeded, and short jobs' demand,
+    each brought up to date from the store when asked."""
+
+    def __init__(
+        self, store: Store, machine_gpus: int, long_share: float | None = None, max_gpus_per_owner: int | None = None
+    ):
+        self.store = store
+        self.long_share = long_share
+        self.max_gpus_per_owner = max_gpus_per_owner
+        self.usage: Usage | None = None  # made at the first read
+        self.runtimes = RuntimeModel()
+        self.demand = ShortDemand(machine_gpus=machine_gpus)
+        self._ended_seq = 0  # the last transition to an end state seen
+        self._last_end: dict[str, float] = {}  # team -> when its latest job ended
+        self._submitted_row = 0  # the last job recorded that the demand has seen (rowid)
+
+    def snapshot(self, now: float, inventory: list[str], running_jobs: list[dict]) -> policy.Snapshot:
+        """The world as the policy sees it on this machine (one machine of ``inventory``'s GPUs)
+        with ``running_jobs`` holding theirs."""
+        self._read_ended(now)
+        self._read_submitted(now)
+        free = len(inventory) - sum(len(j["granted"]) for j in running_jobs)
+        return policy.Snapshot(
+            now,
+            Cluster.one_machine(len(inventory), free),
+            [running(j) for j in running_jobs],
+            self._usage_at(now, running_jobs),
+            self.runtimes,
+            self.demand,
+            self.long_share,
+            self.max_gpus_per_owner,
+        )
+
+    def _usage_at(self, now: float, running_jobs: list[dict]) -> dict[str, float]:
+        """Each team's decayed GPU-seconds: those of ended jobs, and running jobs' so far. A team
+        whose last job ended more than HISTORY_HALF_LIVES half-lives ago no longer counts toward
+        the equal shares."""
+        gone = now - HISTORY_HALF_LIVES * FAIR_SHARE_HALF_LIFE_S
+        usage = {t: used for t, used in self.usage.at(now).items() if self._last_end.get(t, now) > gone}
+        for job in running_jobs:
+            usage[team(job)] = usage.get(team(job), 0.0) + meter.gpu_seconds(job, now)
+        return usage
+
+    def _read_ended(self, now: float) -> None:
+        if self.usage is None:  # the first read: only the recent past, from the start of the log
+            self.usage = Usage(t0=now)
+            self._ended_seq = self.store.last_transition()
+            jobs = self.store.ended_after(0, since=now - HISTORY_HALF_LIVES * FAIR_SHARE_HALF_LIFE_S)
+        else:
+            jobs = self.store.ended_after(self._ended_seq)
+        for job in jobs:
+            self._ended_seq = max(self._ended_seq, job["seq"])
+            self.usage.ended(team(job), meter.gpu_seconds(job, now), job["finished_at"])
+            self._last_end[team(job)] = max(self._last_end.get(team(job), 0.0), job["finished_at"])
+            if job["state"] == JobState.SUCCEEDED.value:
+                window = job["deadline"] - job["submitted_at"] if job["deadline"] is not None else None
+                took = job["finished_at"] - job["started_at"]
+                self.runtimes.observe(team(job), pending(job).estimate, took, deadline_window_s=window)
+
+    def _read_submitted(self, now: float) -> None:
+        for job in self.store.submitted_after(self._submitted_row, now - self.demand.span_s):
+            self.demand.submitted(job["submitted_at"], job["gpus_requested"], pending(job).estimate)
+            self._submitted_row = job["row"]
