@@ -13,7 +13,8 @@ from urllib.parse import quote, urlsplit
 import requests
 
 from e31_jupyter.core.errors import Conflict, E31Error, InvalidRequest, NotFound, ServerUnavailable
-from e31_jupyter.core.job import FINAL_STATES, MAX_IDS, MAX_PAGE_SIZE
+from e31_jupyter.core.job import MAX_IDS, MAX_PAGE_SIZE
+from e31_jupyter.core.states import FINAL_STATES
 
 API_PREFIX = "e31/api/"
 TIMEOUT = (5, 60)  # seconds: (connect, read between bytes)

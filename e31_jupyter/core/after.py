@@ -13,7 +13,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from e31_jupyter.core.errors import InvalidRequest
-from e31_jupyter.core.job import FINAL_STATES, JobState
+from e31_jupyter.core.states import FINAL_STATES, JobState
 
 MAX_AFTER = 100  # jobs one job may wait for
 SUCCEEDED = JobState.SUCCEEDED.value

@@ -1,4 +1,5 @@
-"""The nouns: a job's spec (work, data, request, output), its states, and the validation of a request.
+"""The nouns: a job's spec (work, data, request, output) and the validation of a request (its
+states are in ``states.py``).
 
 Everything here is pure: parsing and checking, no I/O. Times are POSIX seconds (floats).
 """
@@ -9,28 +10,11 @@ import datetime as dt
 import math
 import re
 from dataclasses import asdict, dataclass, field
-from enum import Enum
 from pathlib import Path
 
 from e31_jupyter.core.errors import InvalidRequest
 from e31_jupyter.core.text import format_seconds
 
-
-class JobState(str, Enum):
-    QUEUED = "queued"
-    RUNNING = "running"
-    SUCCEEDED = "succeeded"
-    FAILED = "failed"
-    CANCELLED = "cancelled"
-    EXPIRED = "expired"
-
-    @property
-    def is_final(self) -> bool:
-        return self not in (JobState.QUEUED, JobState.RUNNING)
-
-
-FINAL_STATES = tuple(s.value for s in JobState if s.is_final)
-ACTIVE_STATES = (JobState.QUEUED.value, JobState.RUNNING.value)
 # The cells of a job notebook made from a %%e31 cell, by tag: the inputs restored, the cell as
 # written, its results handed back (the worker looks for the last).
 SETUP_TAG, CELL_TAG, RESULTS_TAG = "e31-setup", "e31-cell", "e31-results"

@@ -19,7 +19,8 @@ from tornado import web
 
 from e31_jupyter import __version__
 from e31_jupyter.core.errors import Conflict, E31Error, InvalidRequest, NotFound
-from e31_jupyter.core.job import FINAL_STATES, PAGE_SIZE, parse_iso, whole_number
+from e31_jupyter.core.job import PAGE_SIZE, parse_iso, whole_number
+from e31_jupyter.core.states import FINAL_STATES
 from e31_jupyter.execution import accounts
 from e31_jupyter.execution.jobdir import JobDir
 from e31_jupyter.execution.outputs import collected_file

@@ -16,7 +16,6 @@ from e31_jupyter.core.after import ENDED_OTHERWISE, validate_after
 from e31_jupyter.core.errors import E31Error, InvalidRequest
 from e31_jupyter.core.job import (
     JobSpec,
-    JobState,
     Limits,
     Request,
     iso,
@@ -26,6 +25,7 @@ from e31_jupyter.core.job import (
     validate_request,
     validate_text,
 )
+from e31_jupyter.core.states import JobState
 from e31_jupyter.core.text import format_moment, format_seconds
 from e31_jupyter.notebook.checks import notebook_warnings
 from e31_jupyter.notebook.job_notebook import kernel_of, notebook_from_request

@@ -17,8 +17,9 @@ import time
 from e31_jupyter.core.after import broken_reason
 from e31_jupyter.core.errors import Conflict, E31Error
 from e31_jupyter.core.forecast import Forecast
-from e31_jupyter.core.job import ACTIVE_STATES, FINAL_STATES, JobSpec, JobState, Request
+from e31_jupyter.core.job import JobSpec, Request
 from e31_jupyter.core.policy import Pending
+from e31_jupyter.core.states import ACTIVE_STATES, FINAL_STATES, JobState
 from e31_jupyter.execution.backends import BackendStatus
 from e31_jupyter.service.admission import Caller, Revision
 from e31_jupyter.service.queue import Queue, after_work_reason

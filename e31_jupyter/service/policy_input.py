@@ -15,9 +15,10 @@ from __future__ import annotations
 
 from e31_jupyter.core import meter, policy
 from e31_jupyter.core.fairshare import FAIR_SHARE_HALF_LIFE_S, Usage
-from e31_jupyter.core.job import JobState, Request
+from e31_jupyter.core.job import Request
 from e31_jupyter.core.machines import Cluster
 from e31_jupyter.core.runtimes import RuntimeModel, ShortDemand
+from e31_jupyter.core.states import JobState
 from e31_jupyter.service.store import Store
 
 HISTORY_HALF_LIVES = 4  # how far back a restarted scheduler reads: usage older weighs 1/16 or less

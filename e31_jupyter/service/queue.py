@@ -30,17 +30,9 @@ from e31_jupyter.core import meter, policy, sweep
 from e31_jupyter.core.after import Standing, broken_reason, standing
 from e31_jupyter.core.errors import Conflict, E31Error, Gone, InvalidRequest, NotFound
 from e31_jupyter.core.forecast import Forecast, run_forward
-from e31_jupyter.core.job import (
-    ACTIVE_STATES,
-    MAX_IDS,
-    MAX_PAGE_SIZE,
-    PAGE_SIZE,
-    JobSpec,
-    JobState,
-    iso,
-    validate_text,
-)
+from e31_jupyter.core.job import MAX_IDS, MAX_PAGE_SIZE, PAGE_SIZE, JobSpec, iso, validate_text
 from e31_jupyter.core.queue_order import Line
+from e31_jupyter.core.states import ACTIVE_STATES, JobState
 from e31_jupyter.core.text import format_moment, format_seconds, format_size
 from e31_jupyter.execution import accounts
 from e31_jupyter.execution import gpus as gpu_inventory

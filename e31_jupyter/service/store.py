@@ -16,7 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from e31_jupyter.core.job import FINAL_STATES
+from e31_jupyter.core.states import FINAL_STATES
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS jobs (
