@@ -28,7 +28,7 @@ from typing import Any
 
 from e31_jupyter.core.machines import Cluster
 from e31_jupyter.core.policy import Decision, Pending, Running, Snapshot, expected_runtime
-from e31_jupyter.core.runtimes import ShortDemand
+from e31_jupyter.core.runtimes import Demand
 
 FORECAST_JOBS = 200  # jobs at the head of the line that get an expected start
 
@@ -122,7 +122,7 @@ class _Persisting:
     still arrived: 0.34 within 15 minutes or 25% instead of 0.38). The lane is sized as before,
     by the demand of the moment looked at."""
 
-    def __init__(self, demand: ShortDemand, at: float):
+    def __init__(self, demand: Demand, at: float):
         self.demand, self.at = demand, at
 
     def busiest(self, now: float, rank: int = 1) -> float:

@@ -36,7 +36,7 @@ from functools import cache, cached_property
 from typing import Any
 
 from e31_jupyter.core.machines import Cluster
-from e31_jupyter.core.runtimes import RuntimeModel, ShortDemand
+from e31_jupyter.core.runtimes import Demand, RuntimeModel
 
 # --- the nouns -------------------------------------------------------------------------------
 
@@ -87,7 +87,7 @@ class Snapshot:
     running: Sequence[Running] = ()
     usage: Mapping[str, float] = field(default_factory=dict)  # team -> decayed GPU-seconds
     runtimes: RuntimeModel = field(default_factory=RuntimeModel)
-    demand: ShortDemand | None = None  # short jobs' recent demand; None: e31's lane stays E31_LANE
+    demand: Demand | None = None  # short jobs' recent demand; None: e31's lane stays E31_LANE
     long_share: float | None = (
         None  # e31: most of the GPUs long jobs may hold while they can wait; None: E31_LONG_SHARE
     )
@@ -164,6 +164,7 @@ def reserve(job: Pending, holders: Sequence[Running], cluster: Cluster, now: flo
         trial.release(holder.machines, holder.gpus)
         if trial.fits(job.gpus):
             machines = trial.place(job.gpus)
+            assert machines is not None  # it fits, so it has a place
             return Reservation(max(now, holder.ends_by), {m: trial.free[m] for m in machines}, job.id)
     return Reservation(math.inf, {}, job.id)
 
@@ -228,9 +229,11 @@ def walk(
             else:
                 machines = _place(job, cluster, reserved if beside else None)
                 if machines is None:  # no place beside the reservation
+                    assert reserved is not None  # a job that fits always has a place without one
                     no_room[1] = min(no_room[1], job.gpus)
                     decision.held_back[job.id] = reserved.behind
         elif not reason and beside and job.gpus < no_room[0] and cluster.fits(job.gpus):
+            assert reserved is not None  # beside says there is one
             decision.held_back[job.id] = reserved.behind
         if machines is not None:
             decision.start.append(job.id)
@@ -259,7 +262,8 @@ class OwnerCap:
     (``Snapshot.max_gpus_per_owner``)."""
 
     def __init__(self, snap: Snapshot):
-        self.limit = snap.max_gpus_per_owner
+        assert snap.max_gpus_per_owner is not None  # made only for a snapshot with a cap
+        self.limit: int = snap.max_gpus_per_owner
         self.held: dict[str, int] = {}
         for job in snap.running:
             self.held[job.owner] = self.held.get(job.owner, 0) + job.gpus

@@ -8,6 +8,7 @@ from __future__ import annotations
 from bisect import bisect_left, bisect_right
 from collections import deque
 from collections.abc import Sequence
+from typing import Protocol
 
 KEPT_RUNTIMES = 100_000  # run times a team's cache keeps between its finished jobs; then it starts afresh
 
@@ -127,7 +128,7 @@ class RuntimeModel:
             durations = self._undeclared_cache[team] = sorted(self._own_or_everyones(self._undeclared, team))
         return durations
 
-    def _learned(self, team: str) -> tuple[list[float], tuple[float, float] | None]:
+    def _learned(self, team: str | None) -> tuple[list[float], tuple[float, float] | None]:
         """The team's actual / declared ratios, sorted, and the lowest and highest actual /
         deadline window (None before any); everyone's while the team has few. Kept until the
         next observe."""
@@ -138,9 +139,20 @@ class RuntimeModel:
             learned = self._cache[team] = (sorted(self._own_or_everyones(self._declared, team)), bounds)
         return learned
 
-    def _own_or_everyones(self, samples: dict[str | None, deque[float]], team: str) -> Sequence[float]:
+    def _own_or_everyones(self, samples: dict[str | None, deque[float]], team: str | None) -> Sequence[float]:
         own = samples.get(team, ())
         return own if len(own) >= self.min_samples else samples.get(None, ())
+
+
+class Demand(Protocol):
+    """What a policy reads of short jobs' demand (``Snapshot.demand``): ``ShortDemand``, or the
+    forecast's view of it that keeps it coming."""
+
+    def busiest(self, now: float, rank: int = 1) -> float: ...
+
+    def quiet_from(self) -> float | None: ...
+
+    def came_lately(self, now: float) -> bool: ...
 
 
 class ShortDemand:
