@@ -72,7 +72,9 @@ def parse_deadline(value: str, now: float) -> float:
         return now + parse_duration(text[1:], "deadline")
     day, _, rest = text.lower().partition(" ")
     if day in _DAYS:
-        return _clock_time_on(_DAYS[day], _clock(rest.strip(), value), now)
+        clock = _clock(rest.strip(), value)
+        assert clock is not None  # required: an error rather than None
+        return _clock_time_on(_DAYS[day], clock, now)
     clock = _clock(text.lower(), value, required=False)
     if clock is not None:
         return _next_clock_time(clock, now)

@@ -53,7 +53,9 @@ class Line:
             at = bisect_left(self._sorted, key)
             self._sorted.insert(at, key)
             self._order.insert(at, job)
-        return self.get(job.id)
+        place = self.get(job.id)
+        assert place is not None  # it is in line now
+        return place
 
     def leave(self, job_id: str) -> None:
         """Take out a job that started or ended; the ones behind it move up."""
