@@ -47,12 +47,14 @@ def collect_files(
     else:
         chosen = [p for p, sig in now.items() if baseline.get(p) != sig]
     chosen = [p for p in chosen if _readable(work / p, p, unreadable)]
-    kept, left_out, total = [], [], 0
+    kept: list[dict] = []
+    left_out: list[dict] = []
+    total = 0
     for path in sorted(chosen, key=lambda p: (now[p][0], p)):
-        entry = {"path": path, "size": now[path][0]}
-        fits = total + entry["size"] <= quota
-        (kept if fits else left_out).append(entry)
-        total += entry["size"] if fits else 0
+        size = now[path][0]
+        fits = total + size <= quota
+        (kept if fits else left_out).append({"path": path, "size": size})
+        total += size if fits else 0
     return sorted(kept, key=lambda f: f["path"]), sorted(left_out, key=lambda f: f["path"])
 
 

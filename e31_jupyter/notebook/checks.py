@@ -54,7 +54,8 @@ def syntax_warnings(notebook: nbformat.NotebookNode) -> list[str]:
             continue  # nested too deep for this parser to tell
         except (SyntaxError, ValueError) as error:
             first = next((line.strip() for line in cell.source.splitlines() if line.strip()), "")
-            where = f"line {error.lineno}: " if getattr(error, "lineno", None) else ""
+            lineno = getattr(error, "lineno", None)  # a SyntaxError's; a ValueError has none
+            where = f"line {lineno}: " if lineno else ""
             return [
                 f"Cell {number} ({first[:40]!r}) is not valid Python ({where}{getattr(error, 'msg', error)}): "
                 "the job would stop there after its wait in line. Fix it and submit again."
@@ -314,8 +315,12 @@ def _syntax_trees(source: str) -> list[ast.Module]:
 
 
 def _string_constants(tree: ast.Module) -> list[str]:
-    strings = [node for node in ast.walk(tree) if isinstance(node, ast.Constant) and isinstance(node.value, str)]
-    return [node.value for node in sorted(strings, key=lambda node: (node.lineno, node.col_offset))]
+    strings = [
+        (node.lineno, node.col_offset, node.value)
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Constant) and isinstance(node.value, str)
+    ]
+    return [value for _, _, value in sorted(strings, key=lambda found: found[:2])]
 
 
 _WRITERS = ("to_", "save", "write", "dump", "mkdir", "makedirs", "imsave")

@@ -139,7 +139,7 @@ def cell_names(source: str) -> CellNames:
 class _Scope(ast.NodeVisitor):
     """Walks statements in execution order, noting each name's first use: read or assignment."""
 
-    def __init__(self):
+    def __init__(self) -> None:
         self.reads: list[str] = []
         self.assigns: list[str] = []
         self.read_first: list[str] = []

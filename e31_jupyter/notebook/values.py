@@ -26,6 +26,7 @@ import stat
 from collections.abc import Collection
 from pathlib import Path
 from types import ModuleType
+from typing import Any
 
 import cloudpickle
 
@@ -152,9 +153,10 @@ def save(values: dict, folder: Path, limit_bytes: int = DEFAULT_LIMIT_BYTES, ret
     ``limit_bytes``. A job ``returning`` values leaves such a value out instead, and the index
     says why, in words for the way back."""
     folder.mkdir(mode=0o700, parents=True, exist_ok=True)
-    index, total = {}, 0
+    index: dict[str, dict[str, Any]] = {}
+    total = 0
     for name, value in values.items():
-        entry = {"type": _type_name(value), "files": [], "size": 0}
+        entry: dict[str, Any] = {"type": _type_name(value), "files": [], "size": 0}
         if isinstance(value, ModuleType):
             entry["module"] = value.__name__  # nothing to write: imported again by its name
             index[name] = entry

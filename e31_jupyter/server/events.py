@@ -40,7 +40,7 @@ WATCH_S = 1.0  # how often the store is read for new changes (one indexed query)
 class JobEvents:
     """Reads the queue's state changes, by any server, and emits one event for each."""
 
-    def __init__(self, queue, event_logger):
+    def __init__(self, queue, event_logger) -> None:
         self.queue = queue
         self.event_logger = event_logger
         # Before the server takes connections: a subscriber hears only the schemas known when it came.
@@ -55,7 +55,7 @@ class JobEvents:
         return hmac.new(self._secret, owner.encode(), hashlib.sha256).hexdigest()[:16]
 
     def start(self) -> None:
-        self._seen = self.queue.last_change()  # changes before this server started are history
+        self._seen = self.queue.views.last_change()  # changes before this server started are history
         self._task = asyncio.create_task(self._forward_forever())
 
     async def stop(self) -> None:
@@ -72,7 +72,7 @@ class JobEvents:
                 log.exception("e31: announcing job changes failed")
 
     def forward(self) -> None:
-        for change in self.queue.changes_after(self._seen):
+        for change in self.queue.views.changes_after(self._seen):
             self.event_logger.emit(
                 schema_id=SCHEMA_ID,
                 data={"owner_key": self.owner_key(change["owner"]), "state": change["to"]},
