@@ -12,7 +12,8 @@ NEEDED = ("papermill", "ipykernel")  # what the worker imports to run a notebook
 
 
 def check(image):
-    result = {"python": sys.version.split()[0], "cannot_run": [], "report": ""}
+    # A type comment, not an annotation: this runs on the image's Python, however old.
+    result = {"python": sys.version.split()[0], "cannot_run": [], "report": ""}  # type: dict
     if sys.version_info < (3, 10):  # noqa: UP036 (this runs on the image's Python, whatever it is)
         result["cannot_run"].append("Python %s is older than 3.10" % result["python"])  # noqa: UP031
         return result

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 
 from e31_jupyter.execution.accounts import Account
 
@@ -61,7 +61,7 @@ def job_environment(
     account: Account,
     job_id: str,
     devices: dict[str, str],
-    configured: list[str] = (),
+    configured: Sequence[str] = (),
     server: Account | None = None,
     environ: Mapping[str, str] = os.environ,
     on_host: bool = True,
