@@ -112,8 +112,6 @@ function parse(localPath: string): { jobId: string; name: string } {
 
 function readOnly(): Promise<never> {
   return Promise.reject(
-    new Error(
-      "A job's executed notebook is read-only. Download it (File > Download) to keep a copy."
-    )
+    new Error("A job's executed notebook is read-only. Download it (File > Download) to keep a copy.")
   );
 }

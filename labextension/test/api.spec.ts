@@ -46,9 +46,12 @@ describe('E31Api', () => {
   });
 
   it('reports an unreachable server as status 0', async () => {
-    const api = new E31Api(async () => {
-      throw new TypeError('Failed to fetch');
-    }, p => p);
+    const api = new E31Api(
+      async () => {
+        throw new TypeError('Failed to fetch');
+      },
+      p => p
+    );
     await expect(api.jobs()).rejects.toMatchObject({
       status: 0,
       message: 'Cannot reach the Jupyter server (Failed to fetch).'
@@ -90,17 +93,13 @@ describe('E31Api', () => {
 
   it('builds download links with each path segment encoded', () => {
     const { api } = fakeApi({});
-    expect(api.fileUrl('j1', 'plots/loss curve.png')).toBe(
-      'http://lab/e31/api/jobs/j1/files/plots/loss%20curve.png'
-    );
+    expect(api.fileUrl('j1', 'plots/loss curve.png')).toBe('http://lab/e31/api/jobs/j1/files/plots/loss%20curve.png');
     expect(api.reportUrl('j1')).toBe('http://lab/e31/api/jobs/j1/report');
   });
 
   it('asks the meter for a window in ISO 8601', async () => {
     const { api, calls } = fakeApi({ 'GET meter': () => ({ by_team: {} }) });
     await api.meter(new Date('2024-06-03T00:00:00Z'), new Date('2024-06-04T00:00:00Z'));
-    expect(calls[0]).toBe(
-      'GET meter?since=2024-06-03T00%3A00%3A00.000Z&until=2024-06-04T00%3A00%3A00.000Z'
-    );
+    expect(calls[0]).toBe('GET meter?since=2024-06-03T00%3A00%3A00.000Z&until=2024-06-04T00%3A00%3A00.000Z');
   });
 });

@@ -2,7 +2,11 @@ import { JobDetailModel } from '../src/model/detail';
 import { fakeApi, job } from './helpers';
 
 describe('JobDetailModel', () => {
-  const ended = { state: 'succeeded' as const, started_at: '2024-06-03T08:01:00+00:00', finished_at: '2024-06-03T09:00:00+00:00' };
+  const ended = {
+    state: 'succeeded' as const,
+    started_at: '2024-06-03T08:01:00+00:00',
+    finished_at: '2024-06-03T09:00:00+00:00'
+  };
 
   it("asks for an ended job's log, files and values", async () => {
     const { api, calls } = fakeApi({
@@ -13,7 +17,12 @@ describe('JobDetailModel', () => {
     });
     const model = new JobDetailModel(api, 'j1');
     await model.tick();
-    expect(calls.map(c => c.split('?')[0]).sort()).toEqual(['GET jobs/j1', 'GET jobs/j1/files', 'GET jobs/j1/log', 'GET jobs/j1/values']);
+    expect(calls.map(c => c.split('?')[0]).sort()).toEqual([
+      'GET jobs/j1',
+      'GET jobs/j1/files',
+      'GET jobs/j1/log',
+      'GET jobs/j1/values'
+    ]);
     expect([model.log, model.files.length, model.values.length]).toEqual(['done', 1, 1]);
     model.dispose();
   });
@@ -44,7 +53,10 @@ describe('E31Api.deleteFiles', () => {
       'DELETE jobs/j2/files': () => [409, { message: 'Job j2 is running, and its files are in use.' }]
     });
     await api.deleteFiles('j1');
-    await expect(api.deleteFiles('j2')).rejects.toMatchObject({ status: 409, message: 'Job j2 is running, and its files are in use.' });
+    await expect(api.deleteFiles('j2')).rejects.toMatchObject({
+      status: 409,
+      message: 'Job j2 is running, and its files are in use.'
+    });
     expect(calls).toEqual(['DELETE jobs/j1/files', 'DELETE jobs/j2/files']);
   });
 });

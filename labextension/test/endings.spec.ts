@@ -52,9 +52,7 @@ describe('EndingsTracker', () => {
     const storage = new MemoryStorage();
     const tracker = new EndingsTracker(storage, 'k');
     tracker.takeNew([]);
-    const many = Array.from({ length: 50 }, (_, i) =>
-      job({ state: 'succeeded', finished_at: iso(T + i * 86400000) })
-    );
+    const many = Array.from({ length: 50 }, (_, i) => job({ state: 'succeeded', finished_at: iso(T + i * 86400000) }));
     for (const j of many) {
       expect(tracker.takeNew([j])).toHaveLength(1);
     }

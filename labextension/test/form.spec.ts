@@ -87,7 +87,7 @@ describe('the submit form', () => {
     expect(result.request).toMatchObject({ notebook: content, notebook_name: 'a.ipynb' });
   });
 
-  it("checks an open notebook without its outputs, and leaves the notebook itself alone", () => {
+  it('checks an open notebook without its outputs, and leaves the notebook itself alone', () => {
     const code = { cell_type: 'code', source: 'x = 1', metadata: {}, outputs: [{ output_type: 'stream' }] };
     const text = { cell_type: 'markdown', source: '# x', metadata: {} };
     const content = { cells: [code, text], metadata: {}, nbformat: 4, nbformat_minor: 5 };
@@ -122,9 +122,7 @@ describe('the submit form', () => {
     const source = { kind: 'path' as const, path: 'a.ipynb' };
     const form = initialForm(source, []);
     form.gpus = '3';
-    expect(submitRequest(form, source, [], 2).errors.gpus).toBe(
-      'This queue has 2 GPUs; ask for at most 2.'
-    );
+    expect(submitRequest(form, source, [], 2).errors.gpus).toBe('This queue has 2 GPUs; ask for at most 2.');
     form.gpus = '1.5';
     expect(submitRequest(form, source, [], 2).errors.gpus).toMatch(/whole number/);
     form.gpus = '1';

@@ -29,14 +29,7 @@ describe('format', () => {
   });
 
   it('writes durations back the way the server reads them', () => {
-    expect([5400, 3600, 86400, 90, 120, null].map(durationInput)).toEqual([
-      '1h30m',
-      '1h',
-      '1d',
-      '90',
-      '2m',
-      ''
-    ]);
+    expect([5400, 3600, 86400, 90, 120, null].map(durationInput)).toEqual(['1h30m', '1h', '1d', '90', '2m', '']);
   });
 
   it('rounds GPU-hours to what matters', () => {
@@ -107,7 +100,9 @@ describe('format', () => {
         }),
         now
       )
-    ).toBe('Would wait at position 2, expected to start in 1d. Held back though GPUs are free: long jobs hold their share.');
+    ).toBe(
+      'Would wait at position 2, expected to start in 1d. Held back though GPUs are free: long jobs hold their share.'
+    );
     expect(outlookText(check({ expected_end: '2024-06-03T08:10:00Z' }), now)).toBe(
       'Would start now, expected to end in 10m.'
     );
@@ -188,9 +183,7 @@ describe('format', () => {
         now
       )
     ).toBe('ran 2m 30s');
-    expect(jobSummary(job({ state: 'cancelled', reason: 'cancelled by ada' }), now)).toBe(
-      'cancelled by ada'
-    );
+    expect(jobSummary(job({ state: 'cancelled', reason: 'cancelled by ada' }), now)).toBe('cancelled by ada');
   });
 
   it('knows progress only when the cell count is known', () => {
@@ -209,7 +202,7 @@ describe('format', () => {
     expect([12, 2048, 5 * 1024 * 1024].map(formatBytes)).toEqual(['12 B', '2.0 KB', '5.0 MB']);
   });
 
-  it("says what a returned value is: type and size, the module it brings back, or why it is missing", () => {
+  it('says what a returned value is: type and size, the module it brings back, or why it is missing', () => {
     expect(
       [
         { name: 'scores', type: 'numpy.ndarray', size: 2048 },

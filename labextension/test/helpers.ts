@@ -18,9 +18,7 @@ export function fakeApi(routes: Record<string, Route>): {
     }
     const result = route(init.body ? JSON.parse(String(init.body)) : undefined);
     const [status, body] =
-      Array.isArray(result) && typeof result[0] === 'number'
-        ? (result as [number, unknown])
-        : [200, result];
+      Array.isArray(result) && typeof result[0] === 'number' ? (result as [number, unknown]) : [200, result];
     return response(status, body);
   };
   return { api: new E31Api(fetcher, p => `http://lab/e31/api/${p}`), calls };

@@ -261,7 +261,9 @@ describe('JobDetailModel', () => {
 describe('jobEventOwnerKey', () => {
   it("reads the owner's key of the server's job events and ignores other events", () => {
     expect(jobEventOwnerKey({ schema_id: JOB_EVENT_SCHEMA, owner_key: 'k-ada', state: 'queued' })).toBe('k-ada');
-    expect(jobEventOwnerKey({ schema_id: 'https://events.jupyter.org/jupyter_server/kernel_actions/v1', owner_key: 'k' })).toBeNull();
+    expect(
+      jobEventOwnerKey({ schema_id: 'https://events.jupyter.org/jupyter_server/kernel_actions/v1', owner_key: 'k' })
+    ).toBeNull();
     expect(jobEventOwnerKey({ schema_id: JOB_EVENT_SCHEMA })).toBeNull();
   });
 });

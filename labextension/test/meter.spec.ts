@@ -1,16 +1,8 @@
-import {
-  dayWindows,
-  gpuHoursToday,
-  gpuSecondsIn,
-  liveGpuHours,
-  meterSeries,
-  niceCeiling
-} from '../src/model/meter';
+import { dayWindows, gpuHoursToday, gpuSecondsIn, liveGpuHours, meterSeries, niceCeiling } from '../src/model/meter';
 import { IMeterReport } from '../src/model/types';
 import { job } from './helpers';
 
-const local = (y: number, m: number, d: number, h = 0, min = 0) =>
-  new Date(y, m - 1, d, h, min).getTime();
+const local = (y: number, m: number, d: number, h = 0, min = 0) => new Date(y, m - 1, d, h, min).getTime();
 const iso = (ms: number) => new Date(ms).toISOString();
 
 describe('the meter in the browser', () => {
@@ -88,8 +80,6 @@ describe('the meter in the browser', () => {
   });
 
   it('rounds axis maxima up to 1, 2, 2.5 or 5 times a power of ten', () => {
-    expect([0, 0.3, 0.07, 1, 1.2, 3, 7, 42].map(niceCeiling)).toEqual([
-      1, 0.5, 0.1, 1, 2, 5, 10, 50
-    ]);
+    expect([0, 0.3, 0.07, 1, 1.2, 3, 7, 42].map(niceCeiling)).toEqual([1, 0.5, 0.1, 1, 2, 5, 10, 50]);
   });
 });

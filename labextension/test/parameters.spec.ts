@@ -77,13 +77,7 @@ describe('fields', () => {
   );
 
   it('start from the notebook defaults', () => {
-    expect([epochs, lr, label, seed, layers].map(fieldText)).toEqual([
-      '20',
-      '0.1',
-      'baseline',
-      '',
-      '[1,2]'
-    ]);
+    expect([epochs, lr, label, seed, layers].map(fieldText)).toEqual(['20', '0.1', 'baseline', '', '[1,2]']);
   });
 
   it('check what people type against the default type', () => {

@@ -55,9 +55,7 @@ export class E31Api {
   }
 
   async jobs(state?: JobState): Promise<IJob[]> {
-    const answer = await this.json<{ jobs: IJob[] }>(
-      state ? `jobs?state=${encodeURIComponent(state)}` : 'jobs'
-    );
+    const answer = await this.json<{ jobs: IJob[] }>(state ? `jobs?state=${encodeURIComponent(state)}` : 'jobs');
     return answer.jobs;
   }
 
@@ -119,13 +117,11 @@ export class E31Api {
   }
 
   async files(id: string): Promise<IFileEntry[]> {
-    return (await this.json<{ files: IFileEntry[] }>(`jobs/${enc(id)}/files`))
-      .files;
+    return (await this.json<{ files: IFileEntry[] }>(`jobs/${enc(id)}/files`)).files;
   }
 
   async values(id: string): Promise<IValueEntry[]> {
-    return (await this.json<{ values: IValueEntry[] }>(`jobs/${enc(id)}/values`))
-      .values;
+    return (await this.json<{ values: IValueEntry[] }>(`jobs/${enc(id)}/values`)).values;
   }
 
   meter(since: Date, until: Date): Promise<IMeterReport> {
@@ -151,10 +147,7 @@ export class E31Api {
     try {
       response = await this.fetcher(path, init);
     } catch (error) {
-      throw new ApiError(
-        `Cannot reach the Jupyter server (${errorText(error)}).`,
-        0
-      );
+      throw new ApiError(`Cannot reach the Jupyter server (${errorText(error)}).`, 0);
     }
     const text = await response.text();
     let body: any = undefined;
@@ -167,15 +160,11 @@ export class E31Api {
       const message =
         body && typeof body.message === 'string' && body.message
           ? body.message
-          : `The server answered ${response.status} ${response.statusText || ''}`.trim() +
-            '.';
+          : `The server answered ${response.status} ${response.statusText || ''}`.trim() + '.';
       throw new ApiError(message, response.status);
     }
     if (body === undefined) {
-      throw new ApiError(
-        `The server's answer to ${path} is not JSON.`,
-        response.status
-      );
+      throw new ApiError(`The server's answer to ${path} is not JSON.`, response.status);
     }
     return body as T;
   }

@@ -21,8 +21,7 @@ export class JobDetailModel {
   ) {
     this._poller = new Poller({
       tick: () => this.tick(),
-      wanted: () =>
-        this._visible && (this._job === null || !isFinal(this._job)),
+      wanted: () => this._visible && (this._job === null || !isFinal(this._job)),
       backoff
     });
   }

@@ -51,9 +51,7 @@ export class EndingsTracker {
       return [];
     }
     const fresh = ended.filter(
-      job =>
-        !(job.id in record.seen) &&
-        (record.cutoff === null || finishedMs(job) >= record.cutoff)
+      job => !(job.id in record.seen) && (record.cutoff === null || finishedMs(job) >= record.cutoff)
     );
     if (fresh.length) {
       for (const job of fresh) {

@@ -5,12 +5,7 @@
  */
 
 import { durationInput } from './format';
-import {
-  IParameter,
-  changedParameters,
-  fieldText,
-  parameterFromValue
-} from './parameters';
+import { IParameter, changedParameters, fieldText, parameterFromValue } from './parameters';
 import { IJob, IResubmitRequest, ISubmitRequest } from './types';
 
 export interface ISubmitForm {
@@ -107,21 +102,17 @@ export function afterChoiceText(job: IJob): string {
 
 /** The folder a new job's notebook is in, relative to the server's root ('' at the root). */
 export function notebookFolder(source: Exclude<NotebookSource, { kind: 'job' }>): string {
-  return source.kind === 'path' ? source.path.split('/').slice(0, -1).join('/') : source.folder ?? '';
+  return source.kind === 'path' ? source.path.split('/').slice(0, -1).join('/') : (source.folder ?? '');
 }
 
 /** Data entries as the server takes them: next to the notebook unless absolute. */
 export function dataPaths(text: string, folder: string): string[] {
-  return splitGlobs(text).map(item =>
-    item.startsWith('/') || !folder ? item : `${folder}/${item}`
-  );
+  return splitGlobs(text).map(item => (item.startsWith('/') || !folder ? item : `${folder}/${item}`));
 }
 
 /** The parameters a resubmit dialog shows: those the job was given, with their values. */
 export function jobParameters(job: IJob): IParameter[] {
-  return Object.entries(job.work?.parameters ?? {}).map(([name, value]) =>
-    parameterFromValue(name, value)
-  );
+  return Object.entries(job.work?.parameters ?? {}).map(([name, value]) => parameterFromValue(name, value));
 }
 
 export function splitGlobs(text: string): string[] {
@@ -155,9 +146,7 @@ export function submitRequest(
 ): IFormResult<ISubmitRequest> {
   const errors: Record<string, string> = {};
   const request: ISubmitRequest =
-    source.kind === 'path'
-      ? { path: source.path }
-      : { notebook: source.content, notebook_name: source.name };
+    source.kind === 'path' ? { path: source.path } : { notebook: source.content, notebook_name: source.name };
   if (source.kind === 'content' && source.folder !== undefined) {
     request.folder = source.folder;
   }

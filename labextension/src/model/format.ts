@@ -161,11 +161,7 @@ export function formatTimestamp(iso: string | null): string {
 }
 
 /** Seconds between two timestamps (the second defaulting to `now`). */
-export function secondsBetween(
-  from: string | null,
-  to: string | null,
-  now: number = Date.now()
-): number | null {
+export function secondsBetween(from: string | null, to: string | null, now: number = Date.now()): number | null {
   if (!from) {
     return null;
   }
@@ -197,9 +193,7 @@ export function jobSummary(job: IJob, now: number = Date.now()): string {
         : job.expected_start
           ? ` · starts ${formatUntil(job.expected_start, new Date(now))}`
           : '';
-      const deadline = job.request.deadline
-        ? ` · due ${formatTime(job.request.deadline, new Date(now))}`
-        : '';
+      const deadline = job.request.deadline ? ` · due ${formatTime(job.request.deadline, new Date(now))}` : '';
       return waiting + after + expected + deadline;
     }
     case 'running': {

@@ -40,9 +40,7 @@ export const JOB_EVENT_SCHEMA = 'https://e31-jupyter.org/events/job/v1';
 /** The key of the owner of the job an event of the server's event bus is about (the
  * `events_key` the server gives that owner); null for any other event. */
 export function jobEventOwnerKey(event: { schema_id: string; [key: string]: unknown }): string | null {
-  return event.schema_id === JOB_EVENT_SCHEMA && typeof event.owner_key === 'string'
-    ? event.owner_key
-    : null;
+  return event.schema_id === JOB_EVENT_SCHEMA && typeof event.owner_key === 'string' ? event.owner_key : null;
 }
 
 export class JobsModel {
@@ -252,11 +250,9 @@ export class JobsModel {
       ]);
       const jobs = page.concat(await this.followed(page));
       this._fetchedAt = this._clock();
-      const mine =
-        this._user === null ? jobs : jobs.filter(j => j.owner === this._user);
+      const mine = this._user === null ? jobs : jobs.filter(j => j.owner === this._user);
       const signature = JSON.stringify([jobs.map(jobSignature), pool]);
-      const changed =
-        signature !== this._signature || this._error !== null || !this._loaded;
+      const changed = signature !== this._signature || this._error !== null || !this._loaded;
       this._signature = signature;
       this._allJobs = jobs;
       this._jobs = mine;
@@ -292,9 +288,7 @@ export class JobsModel {
    */
   private async followed(page: IJob[]): Promise<IJob[]> {
     const onPage = new Set(page.map(job => job.id));
-    const ids = this._allJobs
-      .filter(job => isActive(job) && !onPage.has(job.id))
-      .map(job => job.id);
+    const ids = this._allJobs.filter(job => isActive(job) && !onPage.has(job.id)).map(job => job.id);
     return ids.length ? this.api.jobsById(ids) : [];
   }
 

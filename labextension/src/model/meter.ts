@@ -75,16 +75,8 @@ export function dayWindows(now: Date, days: number): IDayWindow[] {
   const windows: IDayWindow[] = [];
   const today = startOfDay(now);
   for (let i = days - 1; i >= 0; i--) {
-    const since = new Date(
-      today.getFullYear(),
-      today.getMonth(),
-      today.getDate() - i
-    );
-    const next = new Date(
-      since.getFullYear(),
-      since.getMonth(),
-      since.getDate() + 1
-    );
+    const since = new Date(today.getFullYear(), today.getMonth(), today.getDate() - i);
+    const next = new Date(since.getFullYear(), since.getMonth(), since.getDate() + 1);
     const until = i === 0 ? now : next;
     windows.push({
       label: `${WEEKDAYS[since.getDay()]} ${since.getDate()}`,
@@ -118,10 +110,7 @@ export interface IMeterSeries {
 }
 
 /** One meter report per day -> a stacked series by team. */
-export function meterSeries(
-  days: IDayWindow[],
-  reports: IMeterReport[]
-): IMeterSeries {
+export function meterSeries(days: IDayWindow[], reports: IMeterReport[]): IMeterSeries {
   const totalsByTeam: Record<string, number> = {};
   const hours: Record<string, number>[] = [];
   let maxDay = 0;
@@ -145,9 +134,7 @@ export function meterSeries(
     totalCost += report.cost;
     currency = report.currency || currency;
   });
-  const teams = Object.keys(totalsByTeam).sort(
-    (a, b) => totalsByTeam[b] - totalsByTeam[a] || a.localeCompare(b)
-  );
+  const teams = Object.keys(totalsByTeam).sort((a, b) => totalsByTeam[b] - totalsByTeam[a] || a.localeCompare(b));
   return {
     days,
     teams,
@@ -176,11 +163,7 @@ export function niceCeiling(value: number): number {
 }
 
 /** The last `days` days of GPU-hours by team: one meter report per day, fetched together. */
-export async function loadMeterSeries(
-  api: E31Api,
-  now: Date,
-  days: number
-): Promise<IMeterSeries> {
+export async function loadMeterSeries(api: E31Api, now: Date, days: number): Promise<IMeterSeries> {
   const windows = dayWindows(now, days);
   const reports = await Promise.all(windows.map(w => api.meter(w.since, w.until)));
   return meterSeries(windows, reports);

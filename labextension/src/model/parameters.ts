@@ -6,14 +6,7 @@
  * dicts of those); any other expression (`np.pi`, `range(3)`) is shown but left to the notebook.
  */
 
-export type ParameterKind =
-  | 'int'
-  | 'float'
-  | 'bool'
-  | 'str'
-  | 'none'
-  | 'json'
-  | 'expression';
+export type ParameterKind = 'int' | 'float' | 'bool' | 'str' | 'none' | 'json' | 'expression';
 
 export interface IParameter {
   name: string;
@@ -38,11 +31,7 @@ interface INotebookLike {
 export function parametersCellSource(notebook: INotebookLike): string | null {
   for (const cell of notebook.cells ?? []) {
     const tags = cell.metadata?.tags;
-    if (
-      cell.cell_type === 'code' &&
-      Array.isArray(tags) &&
-      tags.includes('parameters')
-    ) {
+    if (cell.cell_type === 'code' && Array.isArray(tags) && tags.includes('parameters')) {
       const source = cell.source ?? '';
       return Array.isArray(source) ? source.join('') : source;
     }
@@ -280,10 +269,7 @@ export function fieldText(parameter: IParameter): string {
  * The JSON value a field's input stands for, or an error message for the user.
  * Booleans come from checkboxes (`true`/`false`), everything else from text.
  */
-export function fieldValue(
-  parameter: IParameter,
-  input: string | boolean
-): { value?: unknown; error?: string } {
+export function fieldValue(parameter: IParameter, input: string | boolean): { value?: unknown; error?: string } {
   if (parameter.kind === 'bool') {
     return { value: input === true || input === 'true' };
   }

@@ -30,19 +30,12 @@ export const DEFAULT_BACKOFF: IBackoff = {
 export type TickOutcome = 'changed' | 'unchanged' | 'error';
 
 /** The delay before the next tick, given the last delay and how the last tick went. */
-export function nextDelay(
-  previous: number,
-  outcome: TickOutcome,
-  backoff: IBackoff = DEFAULT_BACKOFF
-): number {
+export function nextDelay(previous: number, outcome: TickOutcome, backoff: IBackoff = DEFAULT_BACKOFF): number {
   switch (outcome) {
     case 'changed':
       return backoff.min;
     case 'unchanged':
-      return Math.min(
-        backoff.max,
-        Math.max(backoff.min, Math.round(previous * backoff.factor))
-      );
+      return Math.min(backoff.max, Math.max(backoff.min, Math.round(previous * backoff.factor)));
     case 'error':
       return Math.min(backoff.errorMax, Math.max(backoff.min, previous) * 2);
   }

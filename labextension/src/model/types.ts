@@ -2,30 +2,12 @@
  * The e31 REST API's nouns, as `e31_jupyter/server/openapi.yaml` describes them.
  */
 
-export type JobState =
-  | 'queued'
-  | 'running'
-  | 'succeeded'
-  | 'failed'
-  | 'cancelled'
-  | 'expired';
+export type JobState = 'queued' | 'running' | 'succeeded' | 'failed' | 'cancelled' | 'expired';
 
-export const ALL_STATES: ReadonlyArray<JobState> = [
-  'queued',
-  'running',
-  'succeeded',
-  'failed',
-  'cancelled',
-  'expired'
-];
+export const ALL_STATES: ReadonlyArray<JobState> = ['queued', 'running', 'succeeded', 'failed', 'cancelled', 'expired'];
 
 /** States a job never leaves. */
-export const FINAL_STATES: ReadonlySet<JobState> = new Set<JobState>([
-  'succeeded',
-  'failed',
-  'cancelled',
-  'expired'
-]);
+export const FINAL_STATES: ReadonlySet<JobState> = new Set<JobState>(['succeeded', 'failed', 'cancelled', 'expired']);
 
 export function isActive(job: { state: JobState }): boolean {
   return job.state === 'queued' || job.state === 'running';
@@ -155,10 +137,7 @@ export interface ISubmitRequest {
 }
 
 /** What `POST /jobs/{id}/resubmit` takes: changes to the original job's request. */
-export type IResubmitRequest = Omit<
-  ISubmitRequest,
-  'path' | 'notebook' | 'notebook_name' | 'folder' | 'data'
->;
+export type IResubmitRequest = Omit<ISubmitRequest, 'path' | 'notebook' | 'notebook_name' | 'folder' | 'data'>;
 
 /** What to change in a queued job (PATCH /jobs/{id}); null clears a field (the limit: the queue's default). */
 export interface IUpdateRequest {

@@ -20,12 +20,16 @@ import { ActingDialog, AfterField, Field } from './common';
 export async function showChangeDialog(api: E31Api, job: IJob, jobs: IJob[] = []): Promise<IJob | null> {
   const others = jobs.filter(other => other.id !== job.id);
   const body = new ChangeForm(api, job, afterChoices(others, job.request.after ?? []));
-  const dialog = new ActingDialog<IJob>(() => body.save(), () => body.saved !== null, {
-    title: `Change “${job.name}”`,
-    body,
-    buttons: [Dialog.cancelButton(), Dialog.okButton({ label: 'Change job' })],
-    focusNodeSelector: 'input[name="gpus"]'
-  });
+  const dialog = new ActingDialog<IJob>(
+    () => body.save(),
+    () => body.saved !== null,
+    {
+      title: `Change “${job.name}”`,
+      body,
+      buttons: [Dialog.cancelButton(), Dialog.okButton({ label: 'Change job' })],
+      focusNodeSelector: 'input[name="gpus"]'
+    }
+  );
   dialog.addClass('e31-ChangeDialog');
   const result = await dialog.launch();
   return result.button.accept ? body.saved : null;

@@ -47,16 +47,7 @@ export function useTicker(active: boolean, ms = 1000): number {
   return now;
 }
 
-export const TEAM_COLORS = [
-  '#1976d2',
-  '#f57c00',
-  '#388e3c',
-  '#7b1fa2',
-  '#c2185b',
-  '#0097a7',
-  '#afb42b',
-  '#5d4037'
-];
+export const TEAM_COLORS = ['#1976d2', '#f57c00', '#388e3c', '#7b1fa2', '#c2185b', '#0097a7', '#afb42b', '#5d4037'];
 
 export function teamColor(index: number): string {
   return TEAM_COLORS[index % TEAM_COLORS.length];

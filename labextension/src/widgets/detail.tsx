@@ -92,7 +92,7 @@ function DetailView(props: { model: JobDetailModel; actions: IDetailActions }): 
   }
   const ran = job.started_at !== null;
   const deleted = job.files_deleted;
-  const gone = deleted ? 'The job\'s files were deleted' : '';
+  const gone = deleted ? "The job's files were deleted" : '';
   const hours = liveGpuHours(job, model.fetchedAt || now, now);
   const parameters = Object.entries(job.work?.parameters ?? {});
   const hasReport = (job.output?.reports ?? []).includes('html');
@@ -163,7 +163,9 @@ function DetailView(props: { model: JobDetailModel; actions: IDetailActions }): 
             {`Files deleted ${formatTimestamp(deleted.at)} by ${deleted.by} (${formatBytes(deleted.bytes)} freed). The record and GPU-hours stay.`}
           </p>
         ) : null}
-        {job.reason && job.state !== 'running' ? <p className={`e31-Detail-reason e31-mod-${job.state}`}>{job.reason}</p> : null}
+        {job.reason && job.state !== 'running' ? (
+          <p className={`e31-Detail-reason e31-mod-${job.state}`}>{job.reason}</p>
+        ) : null}
         {model.error ? <div className="e31-Error">{model.error}</div> : null}
       </header>
 
@@ -221,7 +223,11 @@ function DetailView(props: { model: JobDetailModel; actions: IDetailActions }): 
             ) : null}
             <dt>Progress</dt>
             <dd>
-              {job.progress.cells_total ? `${job.progress.cells_done} of ${job.progress.cells_total} cells` : ran ? '—' : 'not started'}
+              {job.progress.cells_total
+                ? `${job.progress.cells_done} of ${job.progress.cells_total} cells`
+                : ran
+                  ? '—'
+                  : 'not started'}
               <ProgressBar job={job} />
             </dd>
           </dl>
@@ -257,7 +263,11 @@ function DetailView(props: { model: JobDetailModel; actions: IDetailActions }): 
           <ul className="e31-Files">
             {model.files.map(f => (
               <li key={f.path}>
-                <a href={model.api.fileUrl(job.id, f.path)} download={f.path.split('/').pop()} title={`Download ${f.path}`}>
+                <a
+                  href={model.api.fileUrl(job.id, f.path)}
+                  download={f.path.split('/').pop()}
+                  title={`Download ${f.path}`}
+                >
                   {f.path}
                 </a>
                 <span className="e31-Files-size">{formatBytes(f.size)}</span>
@@ -266,7 +276,11 @@ function DetailView(props: { model: JobDetailModel; actions: IDetailActions }): 
           </ul>
         ) : (
           <p className="e31-Muted">
-            {deleted ? 'Deleted.' : isFinal(job) ? 'The job handed back no files.' : 'Files are collected when the job ends.'}
+            {deleted
+              ? 'Deleted.'
+              : isFinal(job)
+                ? 'The job handed back no files.'
+                : 'Files are collected when the job ends.'}
           </p>
         )}
       </section>
@@ -275,7 +289,9 @@ function DetailView(props: { model: JobDetailModel; actions: IDetailActions }): 
 
       <section className="e31-Section">
         <h2>Log</h2>
-        <pre className="e31-Log">{model.log || (deleted ? '(deleted)' : ran ? '(empty)' : '(the log starts when the job does)')}</pre>
+        <pre className="e31-Log">
+          {model.log || (deleted ? '(deleted)' : ran ? '(empty)' : '(the log starts when the job does)')}
+        </pre>
       </section>
     </div>
   );
@@ -321,13 +337,23 @@ function Timeline(props: { job: IJobDetail; now: number }): JSX.Element {
     {
       label: 'Started',
       at: job.started_at,
-      note: job.started_at ? `waited ${formatDuration(waited)}` : job.state === 'queued' ? `waiting ${formatDuration(waited)}` : 'never started',
+      note: job.started_at
+        ? `waited ${formatDuration(waited)}`
+        : job.state === 'queued'
+          ? `waiting ${formatDuration(waited)}`
+          : 'never started',
       done: !!job.started_at
     },
     {
       label: 'Finished',
       at: job.finished_at,
-      note: job.finished_at ? (ran !== null ? `ran ${formatDuration(ran)}` : job.state) : job.state === 'running' ? `running ${formatDuration(ran)}` : '',
+      note: job.finished_at
+        ? ran !== null
+          ? `ran ${formatDuration(ran)}`
+          : job.state
+        : job.state === 'running'
+          ? `running ${formatDuration(ran)}`
+          : '',
       done: !!job.finished_at
     }
   ];

@@ -47,8 +47,7 @@ export function MeterView(props: { api: E31Api; version: number }): JSX.Element 
   return (
     <div className="e31-Meter">
       <div className="e31-Meter-total">
-        <span className="e31-Meter-big">{formatHours(series.totalHours)}</span> GPU-hours in the
-        last {METER_DAYS} days
+        <span className="e31-Meter-big">{formatHours(series.totalHours)}</span> GPU-hours in the last {METER_DAYS} days
         {series.totalCost ? (
           <span className="e31-Meter-cost"> · {formatCost(series.totalCost, series.currency)}</span>
         ) : null}

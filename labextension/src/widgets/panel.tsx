@@ -187,9 +187,9 @@ function PanelView(props: {
                 <>
                   <p>No jobs yet.</p>
                   <p>
-                    Submit a notebook from its toolbar, from the file browser's context menu, or with
-                    the command “Submit Notebook as GPU Job”. It waits in the queue for free GPUs,
-                    runs unattended, and its results wait here.
+                    Submit a notebook from its toolbar, from the file browser's context menu, or with the command
+                    “Submit Notebook as GPU Job”. It waits in the queue for free GPUs, runs unattended, and its results
+                    wait here.
                   </p>
                 </>
               ) : (
@@ -209,7 +209,12 @@ function Pool(props: { pool: IGpuInventory | null }): JSX.Element | null {
     return null;
   }
   return (
-    <div className="e31-Pool" title={pool.gpus.map(g => `GPU ${g.id}: ${g.busy ? `busy${g.job_name ? ` (${g.job_name})` : ''}` : 'free'}`).join('\n')}>
+    <div
+      className="e31-Pool"
+      title={pool.gpus
+        .map(g => `GPU ${g.id}: ${g.busy ? `busy${g.job_name ? ` (${g.job_name})` : ''}` : 'free'}`)
+        .join('\n')}
+    >
       <span className="e31-Pool-gpus">
         {pool.gpus.map(g => (
           <span key={g.id} className={`e31-Pool-gpu${g.busy ? ' e31-mod-busy' : ''}`} />

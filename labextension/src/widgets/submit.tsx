@@ -40,12 +40,18 @@ export interface ISubmitDialogOptions {
 export async function showSubmitDialog(options: ISubmitDialogOptions): Promise<ISubmittedJob | null> {
   const body = new SubmitForm(options);
   const resubmit = options.source.kind === 'job';
-  const dialog = new ActingDialog<ISubmittedJob>(() => body.submit(), () => body.job !== null, {
-    title: resubmit ? `Resubmit “${options.source.kind === 'job' ? options.source.job.name : ''}”` : 'Submit notebook as a GPU job',
-    body,
-    buttons: [Dialog.cancelButton(), Dialog.okButton({ label: resubmit ? 'Resubmit' : 'Submit job' })],
-    focusNodeSelector: 'input[name="gpus"]'
-  });
+  const dialog = new ActingDialog<ISubmittedJob>(
+    () => body.submit(),
+    () => body.job !== null,
+    {
+      title: resubmit
+        ? `Resubmit “${options.source.kind === 'job' ? options.source.job.name : ''}”`
+        : 'Submit notebook as a GPU job',
+      body,
+      buttons: [Dialog.cancelButton(), Dialog.okButton({ label: resubmit ? 'Resubmit' : 'Submit job' })],
+      focusNodeSelector: 'input[name="gpus"]'
+    }
+  );
   dialog.addClass('e31-SubmitDialog');
   const result = await dialog.launch();
   return result.button.accept ? result.value : null;
@@ -251,7 +257,12 @@ function FormView(props: {
             onChange={e => onChange({ gpus: e.target.value })}
           />
         </Field>
-        {text('deadline', 'Deadline', '08:00, 8am, tomorrow 18:00, +6h or 2025-01-31T18:00', 'optional; the job expires if it cannot finish by then')}
+        {text(
+          'deadline',
+          'Deadline',
+          '08:00, 8am, tomorrow 18:00, +6h or 2025-01-31T18:00',
+          'optional; the job expires if it cannot finish by then'
+        )}
         {text('maxRuntime', 'Max run time', 'server default, e.g. 90m, 6h', 'the job is stopped after this long')}
         {text('expectedRuntime', 'Expected run time', 'e.g. 2h', 'optional; helps the queue meet deadlines')}
         <AfterField choices={props.afterChoices} after={form.after} onChange={after => onChange({ after })} />
@@ -261,7 +272,12 @@ function FormView(props: {
         <h3>Job</h3>
         {text('name', 'Name', notebookName(source).replace(/\.ipynb$/, ''))}
         {text('team', 'Team', 'e.g. vision', 'the GPU-hours count towards this team')}
-        {text('outputs', 'Outputs', 'e.g. model.pt, plots/*.png', 'files to collect; default: every file the job writes')}
+        {text(
+          'outputs',
+          'Outputs',
+          'e.g. model.pt, plots/*.png',
+          'files to collect; default: every file the job writes'
+        )}
         {source.kind !== 'job'
           ? text('data', 'Data', 'e.g. data, labels.csv', 'files or folders next to the notebook to copy into the job')
           : null}
