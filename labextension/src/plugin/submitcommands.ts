@@ -1,0 +1,91 @@
+/** The submit commands: from the palette or panel, and from the file browser's context menu. */
+
+import { Dialog, showDialog } from '@jupyterlab/apputils';
+import { IDefaultFileBrowser } from '@jupyterlab/filebrowser';
+import { INotebookTracker, NotebookPanel } from '@jupyterlab/notebook';
+
+import { DRIVE_NAME } from '../drive';
+import { submitJobIcon } from '../icons';
+import { CommandIDs } from './commandids';
+import { IPluginContext } from './context';
+import { submitPanel, submitPath } from './submit';
+
+export function addSubmitCommands(
+  ctx: IPluginContext,
+  notebooks: INotebookTracker | null,
+  fileBrowser: IDefaultFileBrowser | null
+): void {
+  addSubmitNotebookCommand(ctx, notebooks, fileBrowser);
+  addSubmitSelectedCommand(ctx, fileBrowser);
+}
+
+/** Submit the notebook given by path, else the current one, else the one selected in the file browser. */
+function addSubmitNotebookCommand(
+  ctx: IPluginContext,
+  notebooks: INotebookTracker | null,
+  fileBrowser: IDefaultFileBrowser | null
+): void {
+  ctx.app.commands.addCommand(CommandIDs.submitNotebook, {
+    label: 'Submit Notebook as GPU Job…',
+    caption: 'Run a notebook unattended in the GPU queue',
+    icon: submitJobIcon,
+    execute: async args => {
+      const path = args.path as string | undefined;
+      if (path) {
+        return submitPath(ctx, path);
+      }
+      const current = notebooks?.currentWidget;
+      if (submittable(current)) {
+        return submitPanel(ctx, current);
+      }
+      const selected = selectedNotebook(fileBrowser);
+      if (selected) {
+        return submitPath(ctx, selected);
+      }
+      askForNotebook();
+    }
+  });
+}
+
+function addSubmitSelectedCommand(ctx: IPluginContext, fileBrowser: IDefaultFileBrowser | null): void {
+  ctx.app.commands.addCommand(CommandIDs.submitSelected, {
+    label: 'Submit as GPU Job…',
+    caption: 'Run this notebook unattended in the GPU queue',
+    icon: submitJobIcon,
+    isVisible: () => selectedNotebook(fileBrowser) !== null,
+    execute: () => {
+      const path = selectedNotebook(fileBrowser);
+      return path ? submitPath(ctx, path) : undefined;
+    }
+  });
+  ctx.app.contextMenu.addItem({
+    command: CommandIDs.submitSelected,
+    selector: '.jp-DirListing-item[data-file-type="notebook"]',
+    rank: 3
+  });
+}
+
+/** A notebook panel that can be submitted: not a job's executed notebook. */
+function submittable(p: NotebookPanel | null | undefined): p is NotebookPanel {
+  return !!p && !p.context.path.startsWith(`${DRIVE_NAME}:`);
+}
+
+function selectedNotebook(fileBrowser: IDefaultFileBrowser | null): string | null {
+  if (!fileBrowser) {
+    return null;
+  }
+  for (const item of fileBrowser.selectedItems()) {
+    if (item.type === 'notebook') {
+      return item.path;
+    }
+  }
+  return null;
+}
+
+function askForNotebook(): void {
+  void showDialog({
+    title: 'Which notebook?',
+    body: 'Open a notebook, or select one in the file browser, then submit it as a GPU job.',
+    buttons: [Dialog.okButton()]
+  });
+}
