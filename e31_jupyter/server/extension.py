@@ -16,7 +16,6 @@ from e31_jupyter.server.events import JobEvents
 from e31_jupyter.server.forward import SystemScheduler
 from e31_jupyter.server.forward import routes as forward_routes
 from e31_jupyter.server.handlers import SINGLE_USER_PROVIDERS, routes, unavailable_routes
-from e31_jupyter.service.cluster_queue import ClusterQueue
 from e31_jupyter.service.queue import Queue
 from e31_jupyter.service.settings import Settings
 
@@ -25,8 +24,8 @@ class E31Extension(ExtensionApp):
     name = "e31_jupyter"
     classes = [E31]
 
-    e31_queue = None
-    e31_events = None
+    e31_queue: Queue | None = None
+    e31_events: JobEvents | None = None  # made with e31_queue
     e31_unavailable = ""  # why the queue could not start; the API then answers 503 with it
 
     def initialize_settings(self):
@@ -50,6 +49,7 @@ class E31Extension(ExtensionApp):
                 "or point c.E31.data_dir at a folder of your own."
             )
             return
+        assert self.serverapp is not None  # the server sets it before it asks for our settings
         self.e31_events = JobEvents(self.e31_queue, self.serverapp.event_logger)
         self.settings.update(
             e31_queue=self.e31_queue,
@@ -70,6 +70,7 @@ class E31Extension(ExtensionApp):
                 "who submitted it. Start it as root (`sudo e31 serve --system`), or leave c.E31.system off for "
                 "a queue of your own."
             )
+        assert self.serverapp is not None  # the server sets it before it asks for our settings
         inventory = list(config.gpus) if config.gpus is not None else gpus.discover()
         settings = Settings(
             inventory=inventory,
@@ -92,7 +93,7 @@ class E31Extension(ExtensionApp):
             job_env=list(config.job_env),
         )
         backend = backends.create(config.backend, **config.backend_settings())
-        if getattr(backend, "schedules", False):  # Slurm: the cluster decides what runs
+        if config.backend in backends.CLUSTER_BACKENDS:  # Slurm: the cluster decides what runs
             if settings.max_gpus_per_user is not None:
                 raise E31Error(
                     "c.E31.max_gpus_per_user is for queues e31 schedules (backends local and docker); with "
@@ -100,13 +101,13 @@ class E31Extension(ExtensionApp):
                     "on the QOS jobs run in, c.E31.slurm_qos) and remove c.E31.max_gpus_per_user."
                 )
             settings.inventory = None
-            return ClusterQueue(Path(config.data_dir), backend, settings)
-        return Queue(Path(config.data_dir), backend, settings)
+        return Queue(Path(config.data_dir), backend, settings, backend_name=config.backend)
 
     def _unavailable(self, reason: str) -> None:
         """Without its queue the server would only pretend to accept jobs: `e31 serve` stops and
         says why; a JupyterLab that has other work goes on, and its e31 API answers 503 with why."""
         self.log.critical("e31: %s", reason)
+        assert self.serverapp is not None  # the server sets it before it asks for our settings
         if self.serverapp.reraise_server_extension_failures:
             raise SystemExit(1)
         self.e31_unavailable = reason
@@ -122,6 +123,7 @@ class E31Extension(ExtensionApp):
     async def _start_jupyter_server_extension(self, serverapp):
         if self.e31_queue is not None:
             await self.e31_queue.start()
+            assert self.e31_events is not None  # made with the queue
             self.e31_events.start()
         if not self.settings.get("e31_system"):
             # Kernels (and terminals) this server starts inherit its address, which is how %%e31
@@ -132,5 +134,6 @@ class E31Extension(ExtensionApp):
 
     async def stop_extension(self):
         if self.e31_queue is not None:
+            assert self.e31_events is not None  # made with the queue
             await self.e31_events.stop()
             await self.e31_queue.stop()

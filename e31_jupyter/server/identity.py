@@ -18,7 +18,7 @@ from e31_jupyter.execution import accounts
 _UCRED = struct.Struct("3i")  # pid, uid, gid
 
 
-def peer_uid(sock: socket.socket) -> int | None:
+def peer_uid(sock: socket.socket | None) -> int | None:
     """The uid of the process at the other end of a Unix socket; None for any other socket."""
     if sock is None or sock.family != socket.AF_UNIX:
         return None
