@@ -4,7 +4,7 @@ pass alone over the same jobs.
     python benchmarks/queue_pass.py [--queued 10000] [--gpus 640] [--policies e31,edf] [--passes 9] [--json]
 
 ``scheduling.py``'s "10k pass ms" times the policy alone (sort and walk) on jobs already in
-memory. A server's pass (``Queue.schedule``) also reads the queued jobs from its SQLite file,
+memory. A server's pass (``LocalScheduler.schedule``) also reads the queued jobs from its SQLite file,
 turns them into what the policy sees, reads what ended and was submitted since the pass before,
 and puts the jobs in line. This times that, in-process, on a real store in a temporary
 directory: ``--queued`` jobs queued (the job mix of ``scheduling.py``'s pass: 15 teams, 1-32
@@ -73,10 +73,11 @@ def measure(data_dir: Path, policy_name: str, queued: int, gpus: int, passes: in
     settings = Settings(inventory=[str(i) for i in range(gpus)], policy=policy_name)
     queue = Queue(data_dir, backend=None, settings=settings, clock=lambda: clock[0])
     fill(queue.store, queued, gpus, random.Random(1))
-    queue.is_scheduler = True  # the pass only: no backend and no ticker (every GPU is held, so nothing starts)
-    queue.schedule()  # the first pass reads the day of history once, as after a restart
+    scheduler = queue.scheduler
+    scheduler.leadership.holds = True  # the pass only: no backend and no ticker (every GPU is held, so nothing starts)
+    scheduler.schedule()  # the first pass reads the day of history once, as after a restart
     _still_queued(queue, queued)
-    nothing_new = _median_ms(queue.schedule, passes)
+    nothing_new = _median_ms(scheduler.schedule, passes)
     submits = iter(range(passes))
 
     def submit():  # not timed: the submit's write is not the pass's
@@ -84,18 +85,18 @@ def measure(data_dir: Path, policy_name: str, queued: int, gpus: int, passes: in
         job = _row(f"new{i}", TEAMS[i % len(TEAMS)], 1, 3600.0, clock[0], "queued", deadline=clock[0] + 86400)
         queue.store.insert_job(job, "submitted")
 
-    after_submit = _median_ms(queue.schedule, passes, before=submit)
-    refresh_s = queue.policy.refresh_s
+    after_submit = _median_ms(scheduler.schedule, passes, before=submit)
+    refresh_s = scheduler.policy.refresh_s
 
     def after_refresh():
         if refresh_s is not None:
             clock[0] += refresh_s
-        queue.schedule()
+        scheduler.schedule()
 
     due = _median_ms(after_refresh, passes)
     _still_queued(queue, queued + passes)
-    snapshot = queue._line_seen  # each pass on a copy: a snapshot keeps what it works out
-    jobs = random.Random(2).sample(queue._line.ordered, len(queue._line))  # unsorted, as the store gives them
+    snapshot = scheduler._line_seen  # each pass on a copy: a snapshot keeps what it works out
+    jobs = random.Random(2).sample(scheduler._line.ordered, len(scheduler._line))  # unsorted, as the store gives them
     alone = _median_ms(lambda: POLICIES[policy_name].decide(jobs, replace(snapshot)), passes)
     queue.store.close()
     return {

@@ -7,6 +7,7 @@ import pytest
 
 from e31_jupyter.core.fairshare import FAIR_SHARE_HALF_LIFE_S, decayed
 from e31_jupyter.core.policy import expected_runtime
+from e31_jupyter.core.states import Cause
 from e31_jupyter.service.policy_input import HISTORY_HALF_LIVES, History, pending
 from e31_jupyter.service.store import Store
 
@@ -42,9 +43,18 @@ def _submit(
 
 
 def _run(store: Store, job_id: str, started: float, ended: float | None = None, state: str = "succeeded"):
-    store.transition(job_id, ("queued",), "running", "started", started, started_at=started, granted=["0", "1"])
+    store.transition(
+        job_id,
+        ("queued",),
+        "running",
+        "started",
+        started,
+        cause=Cause.SCHEDULER,
+        started_at=started,
+        granted=["0", "1"],
+    )
     if ended is not None:
-        store.transition(job_id, ("running",), state, "ended", ended, finished_at=ended)
+        store.transition(job_id, ("running",), state, "ended", ended, cause=Cause.PROCESS_END, finished_at=ended)
 
 
 @pytest.fixture

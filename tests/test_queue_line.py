@@ -31,21 +31,22 @@ def test_the_line_keeps_its_order_until_the_priorities_are_due_again(tmp_path):
     store.insert_job(_job("holder", "z", "running", T - 20, started_at=T - 10, granted=["0"]), "seeded")  # the only GPU
     store.insert_job(_job("a", "x", "queued", T - 100), "submitted")
     store.insert_job(_job("b", "y", "queued", T - 50), "submitted")
-    queue.is_scheduler = True  # passes only: the GPU is held, so nothing starts and no backend is needed
-    queue.schedule()
-    assert [queue.positions().get(j) for j in ("a", "b")] == [1, 2]  # equal shares: the older first
+    scheduler = queue.scheduler
+    scheduler.leadership.holds = True  # passes only: the GPU is held, so nothing starts and no backend is needed
+    scheduler.schedule()
+    assert [scheduler.positions().get(j) for j in ("a", "b")] == [1, 2]  # equal shares: the older first
 
     # Team x's long job ends: x is now far over its share, so by fair-share b goes first ...
     store.insert_job(_job("used", "x", "succeeded", T - 2e5, started_at=T - 1e5, finished_at=T, granted=["0"]), "ended")
     clock[0] = T + 1
-    queue.schedule()
-    assert [queue.positions().get(j) for j in ("a", "b")] == [1, 2]  # ... once the priorities are due again
+    scheduler.schedule()
+    assert [scheduler.positions().get(j) for j in ("a", "b")] == [1, 2]  # ... once the priorities are due again
 
-    refresh_s = queue.policy.refresh_s
+    refresh_s = scheduler.policy.refresh_s
     assert refresh_s is not None
     clock[0] = T + refresh_s
-    queue.schedule()
-    assert [queue.positions().get(j) for j in ("a", "b")] == [2, 1]
+    scheduler.schedule()
+    assert [scheduler.positions().get(j) for j in ("a", "b")] == [2, 1]
     store.close()
 
 

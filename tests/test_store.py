@@ -6,6 +6,7 @@ import sqlite3
 
 import pytest
 
+from e31_jupyter.core.states import Cause
 from e31_jupyter.service.store import _SCHEMA, Store
 
 
@@ -46,9 +47,13 @@ def test_the_queue_is_read_again_only_after_a_write_by_this_server_or_another(tm
     store.insert_job(_queued("b", 2.0), "submitted")  # this server's write
     assert sorted(r["id"] for r in store.queued_requests()) == ["a", "b"]
 
-    other.transition("a", ("queued",), "cancelled", "cancelled", 3.0, finished_at=3.0)  # another server's
+    other.transition(
+        "a", ("queued",), "cancelled", "cancelled", 3.0, cause=Cause.USER, finished_at=3.0
+    )  # another server's
     assert [r["id"] for r in store.queued_requests()] == ["b"]
-    other.transition("b", ("queued",), "queued", "changed", 4.0, max_runtime_s=120.0)  # a request changed in place
+    other.transition(
+        "b", ("queued",), "queued", "changed", 4.0, cause=Cause.USER, max_runtime_s=120.0
+    )  # a request changed in place
     assert [(r["id"], r["max_runtime_s"]) for r in store.queued_requests()] == [("b", 120.0)]
     other.update("b", reason="noted")  # a write that is not a change of state
     assert [(r["id"], r["max_runtime_s"]) for r in store.queued_requests()] == [("b", 120.0)]

@@ -364,10 +364,10 @@ def cell_notebook(
     then its results handed back. Each part is its own readable cell."""
     setup = ["# e31: this cell's inputs, as they were in the kernel that submitted it", *imports]
     if inputs:
-        setup += ["from e31_jupyter.notebook.values import load_inputs", "", "globals().update(load_inputs())"]
+        setup += ["from e31_jupyter.values import load_inputs", "", "globals().update(load_inputs())"]
     results = [
         "# e31: hand this cell's results back",
-        "from e31_jupyter.notebook.values import save_outputs",
+        "from e31_jupyter.values import save_outputs",
         "",
         f"save_outputs(globals(), {outputs!r})",
     ]

@@ -120,7 +120,7 @@ class JobsHandler(E31Handler):
     @authorized
     @_answers_errors
     async def get(self):
-        jobs, next_page = self.queue.jobs(
+        jobs, next_page = self.queue.views.jobs(
             self.caller,
             state=self.get_argument("state", None),
             fingerprint=self.get_argument("fingerprint", None),
@@ -150,8 +150,8 @@ class JobHandler(E31Handler):
     @authorized
     @_answers_errors
     async def get(self, job_id):
-        job = self.queue.visible_job(self.caller, job_id)
-        self.finish({**self.queue.describe(job), "transitions": self.queue.transitions(job_id)})
+        job = self.queue.views.visible_job(self.caller, job_id)
+        self.finish({**self.queue.views.describe(job), "transitions": self.queue.views.transitions(job_id)})
 
     @web.authenticated
     @authorized
@@ -300,7 +300,7 @@ class MeterHandler(E31Handler):
         until_ts = parse_iso(until, "until") if until else now
         if until_ts < since_ts:
             raise InvalidRequest("until must not be before since.")
-        self.finish(self.queue.meter_summary(self.caller, since_ts, until_ts))
+        self.finish(self.queue.views.meter_summary(self.caller, since_ts, until_ts))
 
 
 class InfoHandler(E31Handler):
@@ -324,7 +324,7 @@ class GpusHandler(E31Handler):
     @authorized
     @_answers_errors
     async def get(self):
-        pool = self.queue.gpu_pool(self.caller)
+        pool = self.queue.views.gpu_pool(self.caller)
         self.finish({**pool, "source": self.settings["e31_gpu_source"]})
 
 

@@ -27,6 +27,7 @@ from e31_jupyter.core.job import (
 )
 from e31_jupyter.core.states import JobState
 from e31_jupyter.core.text import format_moment, format_seconds
+from e31_jupyter.execution.backends import ClusterBackend, ProcessBackend
 from e31_jupyter.notebook.checks import notebook_warnings
 from e31_jupyter.notebook.job_notebook import kernel_of, notebook_from_request
 from e31_jupyter.service.settings import Settings
@@ -75,7 +76,9 @@ class Revision:
 class Admission:
     """Checks submits against the queue's settings and the jobs it has recorded."""
 
-    def __init__(self, store: Store, settings: Settings, data_dir: Path, backend):
+    def __init__(
+        self, store: Store, settings: Settings, data_dir: Path, backend: ProcessBackend | ClusterBackend | None
+    ):
         self._store = store
         self._settings = settings
         self._data_dir = data_dir
@@ -165,7 +168,7 @@ class Admission:
     def _limits(self, kernels: list[str] = ()) -> Limits:
         return Limits(
             self._settings.inventory, self._settings.default_max_runtime_s, list(kernels),
-            container=getattr(self._backend, "container_limits", None),
+            container=self._backend.container_limits if self._backend is not None else None,
             max_gpus_per_user=self._settings.max_gpus_per_user,
         )  # fmt: skip
 

@@ -1,10 +1,10 @@
-"""The queue when a cluster scheduler (Slurm) decides: e31 hands each job over at submit and
-follows what the scheduler says.
+"""The scheduler when a cluster's scheduler (Slurm) decides: each job is handed over at submit,
+and e31 follows what the cluster says.
 
 Slurm picks when a job starts and on which GPUs; e31's own policy and inventory are not used.
 Everything about a job that e31 needs again is in the store (the backend's handle, the last
-state and reason seen), and the rest is asked of the scheduler, so a restarted server simply
-polls again. The worker inside the job is the same as with the local backend.
+state and reason seen), and the rest is asked of the cluster, so a restarted server simply
+polls again. The worker inside the job is the same as with a process backend.
 """
 
 from __future__ import annotations
@@ -13,48 +13,105 @@ import asyncio
 import json
 import logging
 import time
+from pathlib import Path
 
 from e31_jupyter.core.after import broken_reason
 from e31_jupyter.core.errors import Conflict, E31Error
 from e31_jupyter.core.forecast import Forecast
-from e31_jupyter.core.job import JobSpec, Request
+from e31_jupyter.core.job import JobSpec
 from e31_jupyter.core.policy import Pending
-from e31_jupyter.core.states import ACTIVE_STATES, FINAL_STATES, JobState
-from e31_jupyter.execution.backends import BackendStatus
-from e31_jupyter.service.admission import Caller, Revision
-from e31_jupyter.service.queue import Queue, after_work_reason
+from e31_jupyter.core.states import ACTIVE_STATES, FINAL_STATES, Cause, JobState, StopRequest
+from e31_jupyter.execution import accounts
+from e31_jupyter.execution.backends import BackendStatus, ClusterBackend
+from e31_jupyter.service.admission import Revision
+from e31_jupyter.service.job_files import JobFiles, Retention
+from e31_jupyter.service.leadership import Leadership
+from e31_jupyter.service.policy_input import standing_of
+from e31_jupyter.service.scheduler import Device, after_work_reason, cancelled_reason
+from e31_jupyter.service.settings import Settings
+from e31_jupyter.service.store import Store, request_of
 
 log = logging.getLogger("e31")
 
-POLL_S = 1.0  # how often the scheduler's view is read (squeue costs the controller a little)
+POLL_S = 1.0  # how often the cluster's view is read (squeue costs the controller a little)
 HAND_OVER_S = 120.0  # a job still without a handle this long after submit lost its server mid-hand-over
 
 
-class ClusterQueue(Queue):
-    def __init__(self, *args, **kwargs):
-        super().__init__(*args, **kwargs)
+class ClusterScheduler:
+    def __init__(
+        self, store: Store, files: JobFiles, backend: ClusterBackend, settings: Settings, clock, data_dir: Path
+    ):
+        self.store = store
+        self.files = files
+        self.backend = backend
+        self.settings = settings
+        self.clock = clock
+        self.leadership = Leadership(data_dir, elected=lambda: self.poll_soon(force=True), tick=self._tick)
+        self.retention = Retention(files, settings.delete_files_after_s)
         self._last_poll = 0.0
         self._poll_task: asyncio.Task | None = None
         self._last_poll_error = ""
-        shared = self.backend.claim_shared_dir(self.data_dir)  # job files where the nodes see them
-        if shared is not None:
-            self.jobs_root, self.inbox = shared / "jobs", shared / "inbox"
-            self.jobs_root.mkdir(exist_ok=True)
-            self.inbox.mkdir(mode=0o700, exist_ok=True)
+
+    @property
+    def is_scheduler(self) -> bool:
+        return self.leadership.holds
+
+    async def start(self) -> None:
+        await self.leadership.start()
 
     async def stop(self) -> None:
         if self._poll_task:
             self._poll_task.cancel()
-        await super().stop()
+        await self.leadership.stop()
 
-    async def _hand_over(self, job_id: str, spec: JobSpec) -> dict:
-        """Submit to the cluster, as the account the job runs as: if the scheduler refuses the
+    def _tick(self) -> None:
+        self.poll_soon()
+        self.retention.when_due()
+
+    # --- what the queue tells it ----------------------------------------------------------
+
+    async def hand_over(self, job_id: str, spec: JobSpec) -> dict:
+        """Submit to the cluster, as the account the job runs as: if the cluster refuses the
         job (an unknown partition, say), or it cannot run as its submitter here, the user gets
         the message and no job exists."""
         after = self._handles_of_active(spec.after)
-        account = self._account_of(self.store.get(job_id))
-        handle = await asyncio.to_thread(self.backend.submit, job_id, self.jobdir(job_id), spec, after, account)
+        job = self.store.get(job_id)
+        account = accounts.runs_as(job["owner"], self.settings.jobs_run_as)
+        handle = await asyncio.to_thread(self.backend.submit, job_id, self.files.jobdir(job_id), spec, after, account)
         return {"handle": json.dumps(handle)}
+
+    async def submitted(self, job: dict) -> None:
+        if job["state"] == JobState.CANCELLED:  # cancelled while it was being handed over
+            await asyncio.to_thread(self.backend.cancel, job["id"], json.loads(job["handle"]))
+
+    async def hand_change(self, job: dict, revision: Revision) -> None:
+        """Slurm holds the job's request: it changes there first, and where Slurm refuses, it
+        changes nowhere."""
+        if not job["handle"]:
+            raise Conflict(f"Job {job['id']} is still being handed to the cluster; change it in a moment.")
+        spec = JobSpec(**{**job["spec"], **revision.spec_changes}, request=revision.request)
+        after = self._handles_of_active(spec.after) if "after" in revision.spec_changes else None
+        await asyncio.to_thread(self.backend.update, job["id"], json.loads(job["handle"]), spec, request_of(job), after)
+
+    def request_changed(self, job: dict, after_changed: bool) -> None:
+        """The cluster already has the change (``hand_change``)."""
+
+    async def cancel(self, job: dict, by: str) -> None:
+        job_id = job["id"]
+        if job["state"] in FINAL_STATES:
+            raise Conflict(f"Job {job_id} has already ended ({job['state']}); there is nothing to cancel.")
+        if not job["handle"]:  # still being handed over: it is withdrawn once it has a handle
+            now = self.clock()
+            reason = f"cancelled by {by}"
+            self.store.transition(
+                job_id, (JobState.QUEUED,), JobState.CANCELLED, reason, now, cause=Cause.USER, finished_at=now
+            )
+            return
+        self.store.update(
+            job_id, stop_requested=StopRequest.CANCEL, stop_by=by, reason=f"cancelling: cancelled by {by}"
+        )
+        await asyncio.to_thread(self.backend.cancel, job_id, json.loads(job["handle"]))
+        self.poll_soon(force=True)
 
     def _handles_of_active(self, after: list[str]) -> list[dict]:
         """The cluster's handles of the jobs of ``after`` that have not ended: the cluster holds
@@ -70,38 +127,7 @@ class ClusterQueue(Queue):
             handles.append(json.loads(job["handle"]))
         return handles
 
-    async def _record(self, job_id: str, spec: JobSpec, record: dict) -> None:
-        await super()._record(job_id, spec, record)
-        job = self.store.get(job_id)
-        if job["state"] == JobState.CANCELLED.value:  # cancelled while it was being handed over
-            await asyncio.to_thread(self.backend.cancel, job_id, json.loads(job["handle"]))
-
-    async def cancel(self, caller: Caller, job_id: str) -> dict:
-        job = self.visible_job(caller, job_id)
-        if job["state"] in FINAL_STATES:
-            raise Conflict(f"Job {job_id} has already ended ({job['state']}); there is nothing to cancel.")
-        reason = f"cancelled by {caller.name}"
-        if not job["handle"]:  # still being handed over: it is withdrawn once it has a handle
-            self.store.transition(job_id, ACTIVE_STATES, "cancelled", reason, self.clock(), finished_at=self.clock())
-            return self.describe(self.store.get(job_id))
-        self.store.update(job_id, stop_requested="cancel", reason=f"cancelling: {reason}")
-        await asyncio.to_thread(self.backend.cancel, job_id, json.loads(job["handle"]))
-        self.schedule(force=True)
-        return self.describe(self.store.get(job_id))
-
-    async def _hand_change(self, job: dict, revision: Revision) -> None:
-        """Slurm holds the job's request: it changes there first, and where Slurm refuses, it
-        changes nowhere."""
-        if not job["handle"]:
-            raise Conflict(f"Job {job['id']} is still being handed to the cluster; change it in a moment.")
-        spec = JobSpec(**{**job["spec"], **revision.spec_changes}, request=revision.request)
-        before = Request(
-            gpus=job["gpus_requested"], max_runtime_s=job["max_runtime_s"],
-            expected_runtime_s=job["expected_runtime_s"], deadline=job["deadline"],
-            max_runtime_given=bool(job["max_runtime_given"]),
-        )  # fmt: skip
-        after = self._handles_of_active(spec.after) if "after" in revision.spec_changes else None
-        await asyncio.to_thread(self.backend.update, job["id"], json.loads(job["handle"]), spec, before, after)
+    # --- what the views ask -------------------------------------------------------------------
 
     def positions(self) -> dict[str, int]:
         """Places in the cluster's queue, as the last poll of the cluster recorded them."""
@@ -110,9 +136,9 @@ class ClusterQueue(Queue):
     def forecast(self) -> Forecast:
         return Forecast()  # the cluster decides; e31 does not forecast its queue
 
-    async def _would_take(
+    async def would_take(
         self, spec: JobSpec, job: Pending, waiting_for: list[str], now: float
-    ) -> tuple[None, Forecast]:
+    ) -> tuple[int | None, Forecast]:
         """No place in line (the cluster's priorities decide it); the start is the cluster's
         own estimate, which also says whether it would take the job at all. Of a job that
         would wait for others, the cluster can say nothing yet."""
@@ -128,31 +154,26 @@ class ClusterQueue(Queue):
             return None, Forecast(expired={job.id})  # as Slurm's --deadline would do
         return None, Forecast(starts={job.id: start}, ends={job.id: start + estimate} if estimate else {})
 
-    def gpu_pool(self, caller: Caller) -> dict:
-        running = self.store.jobs((JobState.RUNNING.value,))
+    def devices(self) -> tuple[list[Device], list[dict]]:
+        running = self.store.jobs((JobState.RUNNING,))
         holders = {(job["node"], device): job for job in running for device in job["granted"]}
         devices = [
             (f"{gpu['node']}:{gpu['device']}", gpu["busy"], holders.get((gpu["node"], gpu["device"])))
             for gpu in self.backend.pool()
         ]
-        return self._pool_view(caller, devices, running)
+        return devices, running
 
-    # --- following the scheduler (only on the e31 scheduler server) -----------------------
+    # --- following the cluster (only on the e31 scheduler server) -----------------------------
 
-    def _tick(self) -> None:
-        self.schedule()
-        self._delete_old_files_when_due()
-
-    def _adopt_running_jobs(self) -> None:
-        self.schedule(force=True)  # everything is asked of the cluster again
-
-    def schedule(self, force: bool = False) -> None:
+    def poll_soon(self, force: bool = False) -> None:
         """Ask the cluster again, in a thread (squeue on a big cluster takes a while): the
         server's event loop never waits for it."""
         if not self.is_scheduler or self._poll_task or (not force and time.monotonic() - self._last_poll < POLL_S):
             return
         self._last_poll = time.monotonic()
         self._poll_task = asyncio.get_running_loop().create_task(self._poll())
+
+    schedule_soon = poll_soon
 
     async def _poll(self) -> None:
         try:
@@ -186,11 +207,17 @@ class ClusterQueue(Queue):
         """Queued jobs whose earlier jobs ended without succeeding expire; returns those the
         cluster must drop too (it would keep them pending, their dependency never satisfied)."""
         now, dropped = self.clock(), []
-        for job_id, (where, _) in self._holding(self.store.queued_requests()).items():
+        for row in self.store.queued_requests():
+            if row["after_jobs"] == "[]":
+                continue
+            where = standing_of(self.store, {"after_jobs": json.loads(row["after_jobs"])})
             if not where.broken:
                 continue  # the cluster holds it until they succeed
             reason = broken_reason(where.broken)
-            if self.store.transition(job_id, ("queued",), "expired", reason, now, finished_at=now):
+            job_id = row["id"]
+            if self.store.transition(
+                job_id, (JobState.QUEUED,), JobState.EXPIRED, reason, now, cause=Cause.SCHEDULER, finished_at=now
+            ):
                 handle = self.store.get(job_id)["handle"]
                 if handle:
                     dropped.append((job_id, json.loads(handle)))
@@ -203,29 +230,33 @@ class ClusterQueue(Queue):
         for job in jobs:
             if now - job["submitted_at"] < HAND_OVER_S:
                 continue  # its server may still be at it
-            handle = self.backend.find(job["id"], self.jobdir(job["id"]))
+            handle = self.backend.find(job["id"], self.files.jobdir(job["id"]))
             if handle is not None:
                 self.store.update(job["id"], handle=json.dumps(handle))
             else:
                 reason = "lost: the server stopped before the cluster took the job"
-                self.store.transition(job["id"], ("queued",), "failed", reason, now, finished_at=now)
+                self.store.transition(
+                    job["id"], (JobState.QUEUED,), JobState.FAILED, reason, now, cause=Cause.RESTART, finished_at=now
+                )
 
     def _follow(self, job: dict, status: BackendStatus) -> None:
         """Record what the cluster says of one job: new reason or place in line, a start, an end."""
         started = status.started_at is not None
-        if job["state"] == JobState.QUEUED.value and status.state != JobState.QUEUED.value and started:
+        if job["state"] == JobState.QUEUED and status.state != JobState.QUEUED and started:
             self.store.transition(
-                job["id"], ("queued",), "running", status.start_reason(), status.started_at,
-                started_at=status.started_at, granted=status.granted, node=status.node, position=None,
+                job["id"], (JobState.QUEUED,), JobState.RUNNING, status.start_reason(), status.started_at,
+                cause=Cause.SCHEDULER, started_at=status.started_at, granted=status.granted, node=status.node,
+                position=None,
             )  # fmt: skip
         if status.state in FINAL_STATES:
             state, reason = self._final(job, status)
+            cause = Cause.SCHEDULER if state == JobState.EXPIRED else Cause.PROCESS_END
             self.store.transition(
-                job["id"], ACTIVE_STATES, state, reason, status.finished_at or self.clock(),
-                finished_at=status.finished_at or self.clock(), result=self._result_or_none(job["id"]),
+                job["id"], ACTIVE_STATES, state, reason, status.finished_at or self.clock(), cause=cause,
+                finished_at=status.finished_at or self.clock(), result=self.files.result_or_none(job["id"]),
             )  # fmt: skip
         elif (
-            status.state == JobState.QUEUED.value
+            status.state == JobState.QUEUED
             and not job["stop_requested"]
             and ((status.reason, status.position) != (job["reason"], job["position"]))
         ):
@@ -233,12 +264,12 @@ class ClusterQueue(Queue):
 
     def _final(self, job: dict, status: BackendStatus) -> tuple[str, str]:
         """The cluster's verdict, with the worker's own reason when the notebook failed."""
-        if status.state == JobState.CANCELLED.value and job["stop_requested"] == "cancel":
-            return status.state, job["reason"].removeprefix("cancelling: ")
-        jobdir = self.jobdir(job["id"])
+        if status.state == JobState.CANCELLED and job["stop_requested"] == StopRequest.CANCEL:
+            return status.state, cancelled_reason(job)
+        jobdir = self.files.jobdir(job["id"])
         manifest = jobdir.read_json(jobdir.manifest) or {}
-        if status.state == JobState.FAILED.value and manifest.get("status") == "failed":
+        if status.state == JobState.FAILED and manifest.get("status") == JobState.FAILED:
             return status.state, manifest.get("reason") or status.reason
-        if status.state == JobState.SUCCEEDED.value and manifest.get("status") == "succeeded":
+        if status.state == JobState.SUCCEEDED and manifest.get("status") == JobState.SUCCEEDED:
             return status.state, after_work_reason(manifest) or status.reason
         return status.state, status.reason

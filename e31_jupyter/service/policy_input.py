@@ -14,26 +14,29 @@ HISTORY_HALF_LIVES fair-share half-lives once.
 from __future__ import annotations
 
 from e31_jupyter.core import meter, policy
+from e31_jupyter.core.after import Standing, standing
 from e31_jupyter.core.fairshare import FAIR_SHARE_HALF_LIFE_S, Usage
-from e31_jupyter.core.job import Request
 from e31_jupyter.core.machines import Cluster
 from e31_jupyter.core.runtimes import RuntimeModel, ShortDemand
 from e31_jupyter.core.states import JobState
-from e31_jupyter.service.store import Store
+from e31_jupyter.service.store import Store, request_of
 
 HISTORY_HALF_LIVES = 4  # how far back a restarted scheduler reads: usage older weighs 1/16 or less
 
 
 def pending(job) -> policy.Pending:
     """A queued job as the policy sees it (a row with at least the store's REQUEST_COLUMNS)."""
-    request = Request(
-        job["gpus_requested"], job["max_runtime_s"], job["expected_runtime_s"],
-        job["deadline"], bool(job["max_runtime_given"]),
-    )  # fmt: skip
+    request = request_of(job)
     return policy.Pending(
         job["id"], request.gpus, job["submitted_at"], request.max_runtime_s,
         request.runtime_estimate(), request.deadline, team(job), job["owner"],
     )  # fmt: skip
+
+
+def standing_of(store: Store, job) -> Standing:
+    """Where one job (a store row or a record) stands with the jobs it runs after (--after)."""
+    after = job["after_jobs"]
+    return standing(after, store.states(after)) if after else Standing()
 
 
 class PendingJobs:

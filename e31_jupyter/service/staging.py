@@ -2,7 +2,7 @@
 
 What a job brings (data copied in, values a ``%%e31`` cell captured) is checked and copied into a
 staging folder of the server that takes the submit; the queue records the job and then moves the
-folder into place, so a job exists whole or not at all. ``Staging.sweep`` finishes what a server
+folder into place, so a job exists whole or not at all. ``Staging.finish_interrupted`` finishes what a server
 killed in between left behind. ``body_again`` is the submit request that makes a stored job again.
 """
 
@@ -69,7 +69,7 @@ class Staging:
                 )
 
     def folder(self, job_id: str) -> Path:
-        """Where this server stages a job until it is recorded; the pid tells a later sweep
+        """Where this server stages a job until it is recorded; the pid tells a later start
         whether the server that staged it is still alive."""
         return self.jobs_root / f"{STAGING_PREFIX}{os.getpid()}-{job_id}"
 
@@ -108,7 +108,7 @@ class Staging:
         else:
             copy_in(source, target)
 
-    def sweep(self, recorded: set[str], jobdir_of) -> None:
+    def finish_interrupted(self, recorded: set[str], jobdir_of) -> None:
         """Finish what a server killed mid-submit left: a staged job that was recorded (its id
         in ``recorded``) moves into place (``jobdir_of(job_id)``); one that was not (nobody was
         told of it) is removed. Staging folders of servers still alive are theirs to finish."""

@@ -16,7 +16,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from e31_jupyter.core.states import FINAL_STATES
+from e31_jupyter.core.job import Request
+from e31_jupyter.core.states import FINAL_STATES, Cause, JobState, check_transition
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS jobs (
@@ -36,9 +37,10 @@ CREATE TABLE IF NOT EXISTS jobs (
     finished_at REAL,
     granted TEXT NOT NULL DEFAULT '[]',
     handle TEXT,
-    stop_requested TEXT NOT NULL DEFAULT '',
+    stop_requested TEXT NOT NULL DEFAULT '',  -- a StopRequest (cancel, timeout) while one is pending
+    stop_by TEXT NOT NULL DEFAULT '',  -- who asked to cancel it
     fingerprint TEXT NOT NULL DEFAULT '',
-    position INTEGER,  -- place in a cluster scheduler's queue (cluster_queue.py)
+    position INTEGER,  -- place in a cluster scheduler's queue (cluster_scheduler.py)
     node TEXT,  -- the cluster node a job runs on
     spec TEXT NOT NULL DEFAULT '{}',  -- what the job declared (its notebook, parameters, outputs)
     result TEXT NOT NULL DEFAULT '{}',  -- what it handed back, in short (files, values, progress)
@@ -54,7 +56,8 @@ CREATE TABLE IF NOT EXISTS transitions (
     at REAL NOT NULL,
     from_state TEXT,
     to_state TEXT NOT NULL,
-    reason TEXT NOT NULL DEFAULT ''
+    reason TEXT NOT NULL DEFAULT '',
+    cause TEXT NOT NULL DEFAULT ''  -- a states.Cause: user, scheduler, process end, restart
 );
 CREATE INDEX IF NOT EXISTS transitions_job ON transitions(job_id, seq);
 """
@@ -67,8 +70,12 @@ REQUEST_COLUMNS = (
     "id", "owner", "team", "gpus_requested", "max_runtime_s", "expected_runtime_s",
     "max_runtime_given", "deadline", "submitted_at", "after_jobs",
 )  # fmt: skip
-# Columns added since the first release: (name, definition), added to an older file at start.
-_ADDED_COLUMNS = (("after_jobs", "TEXT NOT NULL DEFAULT '[]'"),)
+# Columns added since the first release: (table, name, definition), added to an older file at start.
+_ADDED_COLUMNS = (
+    ("jobs", "after_jobs", "TEXT NOT NULL DEFAULT '[]'"),
+    ("jobs", "stop_by", "TEXT NOT NULL DEFAULT ''"),
+    ("transitions", "cause", "TEXT NOT NULL DEFAULT ''"),
+)
 # What scheduling, the meter and the pool need of a job: no spec or result to decode.
 BRIEF_COLUMNS = (
     "id", "owner", "name", "team", "state", "gpus_requested", "max_runtime_s", "expected_runtime_s",
@@ -95,6 +102,14 @@ class _QueuedRows:
     @functools.cached_property
     def listed(self) -> list[sqlite3.Row]:
         return list(self.rows.values())
+
+
+def request_of(row) -> Request:
+    """What a job asks of the queue, from its row (at least REQUEST_COLUMNS): the one mapping."""
+    return Request(
+        gpus=row["gpus_requested"], max_runtime_s=row["max_runtime_s"], expected_runtime_s=row["expected_runtime_s"],
+        deadline=row["deadline"], max_runtime_given=bool(row["max_runtime_given"]),
+    )  # fmt: skip
 
 
 def _row(row: sqlite3.Row | None) -> dict | None:
@@ -148,11 +163,10 @@ class Store:
 
     def _add_new_columns(self) -> None:
         """Bring a store made by an older e31 up to date (another server may be doing the same)."""
-        have = {row[1] for row in self._db.execute("PRAGMA table_info(jobs)")}
-        for name, definition in _ADDED_COLUMNS:
-            if name not in have:
+        for table, name, definition in _ADDED_COLUMNS:
+            if name not in {row[1] for row in self._db.execute(f"PRAGMA table_info({table})")}:
                 try:
-                    self._db.execute(f"ALTER TABLE jobs ADD COLUMN {name} {definition}")
+                    self._db.execute(f"ALTER TABLE {table} ADD COLUMN {name} {definition}")
                 except sqlite3.OperationalError as error:
                     if "duplicate column" not in str(error):
                         raise
@@ -192,8 +206,8 @@ class Store:
         with self._write() as db:
             db.execute(f"INSERT INTO jobs ({columns}) VALUES ({marks})", row)
             db.execute(
-                "INSERT INTO transitions (job_id, at, from_state, to_state, reason) VALUES (?, ?, NULL, ?, ?)",
-                (job["id"], job["submitted_at"], job["state"], reason),
+                "INSERT INTO transitions (job_id, at, from_state, to_state, reason, cause) VALUES (?, ?, NULL, ?, ?, ?)",
+                (job["id"], job["submitted_at"], job["state"], reason, Cause.USER),
             )
 
     @_writes
@@ -205,14 +219,16 @@ class Store:
         reason: str,
         at: float,
         *,
+        cause: Cause,
         keep_reason: bool = False,
         **fields,
     ) -> bool:
-        """Move a job to ``to_state`` if it is in one of the ``expected`` states; record why (in
-        its history, and as its reason unless ``keep_reason``: a change to an ended job, say,
-        keeps why it ended).
+        """Move a job to ``to_state`` if it is in one of the ``expected`` states; record why and
+        what caused it (in its history, and as its reason unless ``keep_reason``: a change to an
+        ended job, say, keeps why it ended).
 
-        Returns False (and changes nothing) when the job was not in an expected state."""
+        Returns False (and changes nothing) when the job was not in an expected state; raises
+        ``InvalidTransition`` for a move the life cycle does not have (``states.TRANSITIONS``)."""
         fields = _encoded(fields)
         sets = ", ".join(f"{k} = :{k}" for k in ("state", *([] if keep_reason else ["reason"]), *fields))
         marks = ", ".join(f":s{i}" for i in range(len(expected)))
@@ -222,10 +238,11 @@ class Store:
             row = db.execute("SELECT state FROM jobs WHERE id = ?", (job_id,)).fetchone()
             if row is None or row["state"] not in expected:
                 return False
+            check_transition(row["state"], to_state, cause)
             db.execute(f"UPDATE jobs SET {sets} WHERE id = :id AND state IN ({marks})", params)
             db.execute(
-                "INSERT INTO transitions (job_id, at, from_state, to_state, reason) VALUES (?, ?, ?, ?, ?)",
-                (job_id, at, row["state"], to_state, reason),
+                "INSERT INTO transitions (job_id, at, from_state, to_state, reason, cause) VALUES (?, ?, ?, ?, ?, ?)",
+                (job_id, at, row["state"], to_state, reason, cause),
             )
         return True
 
@@ -300,20 +317,22 @@ class Store:
         if known is not None:
             for change in self._db.execute(_QUEUED_CHANGES, (known.seq,)):
                 known.seq = change["seq"]
-                if change["state"] == "queued":
+                if change["state"] == JobState.QUEUED:
                     known.rows[change["id"]] = change
                 else:
                     known.rows.pop(change["job_id"], None)
-            if self._count(("queued",)) == len(known.rows):
+            if self._count((JobState.QUEUED,)) == len(known.rows):
                 return _QueuedRows(version, known.seq, known.rows)
         seq = self._last_transition()  # before the rows: a change made meanwhile is applied again, no harm
-        rows = self._db.execute(f"SELECT {', '.join(REQUEST_COLUMNS)} FROM jobs WHERE state = 'queued'")
+        rows = self._db.execute(f"SELECT {', '.join(REQUEST_COLUMNS)} FROM jobs WHERE state = ?", (JobState.QUEUED,))
         return _QueuedRows(version, seq, {row["id"]: row for row in rows})
 
     def queue_positions(self) -> dict[str, int]:
-        """Queued jobs' recorded places in a cluster scheduler's queue (cluster_queue.py)."""
+        """Queued jobs' recorded places in a cluster scheduler's queue (cluster_scheduler.py)."""
         with self._lock:
-            rows = self._db.execute("SELECT id, position FROM jobs WHERE state = 'queued' AND position IS NOT NULL")
+            rows = self._db.execute(
+                "SELECT id, position FROM jobs WHERE state = ? AND position IS NOT NULL", (JobState.QUEUED,)
+            )
             return {r["id"]: r["position"] for r in rows}
 
     def submitted_after(self, row: int, since: float) -> list[sqlite3.Row]:

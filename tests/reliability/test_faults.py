@@ -319,7 +319,7 @@ def test_a_job_granted_gpus_just_before_the_server_died_starts_after_the_restart
             )
             (first.data_dir / "jobs" / unstarted["id"] / "job.log").touch()  # opened, no worker yet
         db.execute(
-            "UPDATE jobs SET stop_requested = 'cancel', reason = 'cancelling: cancelled by root' WHERE id = ?",
+            "UPDATE jobs SET stop_requested = 'cancel', stop_by = 'root', reason = 'cancelling: cancelled by root' WHERE id = ?",
             (cancelled["id"],),
         )
 

@@ -1,32 +1,25 @@
-"""Where a job runs. Each backend has one small interface:
+"""Where a job runs. Two kinds of backend, each a ``typing.Protocol`` the type checker holds
+them to:
 
-``start(job_id, jobdir, devices, account) -> handle`` launches the worker as ``account`` (an
-``accounts.Account``, the one the queue resolved for the job: its submitter's or the server's),
-with the job's folder given to it and an environment from ``job_env``, and returns a JSON-able
-handle that the store keeps, so a restarted server can ``adopt(job_id, handle)`` it;
-``wait(handle)`` blocks until the job's process has ended and returns its exit code (None when
-unknown); ``stop(job_id, handle, grace)`` ends it (politely first); ``sweep(job_id, account)``
-ends anything the job left behind; ``recover(job_id, account) -> handle | None`` (optional)
-finds a job's worker by its id when the server died before recording the handle. Stop, sweep
-and recover touch only processes of the job's account. A backend that runs jobs in containers also has
-``container_limits`` (``job.ContainerLimits``): the images, memory and CPUs a job may ask for at
-submit. ``starts_slowly = True`` asks the queue to call ``start`` in a thread, off the server's
-event loop.
+``ProcessBackend`` (local, docker): e31's own scheduler (``service/scheduler.py``) decides when a
+job starts and on which GPUs; the backend starts the worker as the job's account, with the job's
+folder given to it and an environment from ``job_env``, and returns a JSON-able handle that the
+store keeps, so a restarted server can ``adopt`` it. Stop, clean-up and recover touch only
+processes of the job's account.
 
-A backend that is itself a scheduler (Slurm) has ``schedules = True`` and another interface,
-used by ``cluster_queue.ClusterQueue``: ``submit(job_id, jobdir, spec, after, account) -> handle`` (raising
-E31Error with the scheduler's own message when it refuses the job), ``poll({job_id: handle})
--> {job_id: BackendStatus}``, ``cancel(job_id, handle)``, ``find(job_id, jobdir) -> handle | None``
-(a job the cluster took while its server died before recording the handle), ``pool()`` (the
-cluster's GPUs: ``[{"node", "device", "busy"}]``), ``expected_start(spec) -> float | None``
-(when the cluster would start such a job now, queueing nothing; raising as ``submit`` would) and
-``claim_shared_dir(data_dir)`` (where job directories go so the nodes see them; None: in the data
-directory).
+``ClusterBackend`` (slurm): the cluster's scheduler decides; ``service/cluster_scheduler.py`` hands
+each job over at submit and follows what the cluster says (``BackendStatus``).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Protocol
+
+from e31_jupyter.core.job import ContainerLimits, JobSpec, Request
+from e31_jupyter.execution.accounts import Account
+from e31_jupyter.execution.jobdir import JobDir
 
 
 @dataclass
@@ -46,7 +39,81 @@ class BackendStatus:
         return f"started by the cluster on {self.node or 'a node'}{gpus}"
 
 
-def create(name: str, **settings):
+class ProcessBackend(Protocol):
+    """Runs each job's worker as a process (or a container) on this machine."""
+
+    starts_slowly: bool  # start() is called in a thread, off the server's event loop
+    container_limits: ContainerLimits | None  # the images, memory and CPUs a job may ask for; None: no containers
+
+    def start(self, job_id: str, jobdir: JobDir, devices: list[str], account: Account) -> dict:
+        """Launch the worker as ``account`` on ``devices``; its handle."""
+        ...
+
+    def adopt(self, job_id: str, handle: dict | None) -> bool:
+        """Whether the job of ``handle`` still runs (after a restart)."""
+        ...
+
+    def recover(self, job_id: str, account: Account | None) -> dict | None:
+        """The handle of a job's worker found by its id (the server died before recording it)."""
+        ...
+
+    def wait(self, handle: dict) -> int | None:
+        """Block until the job's process ends; its exit code (None when unknown)."""
+        ...
+
+    def stop(self, job_id: str, handle: dict, grace: float) -> None:
+        """End the job: politely, then after ``grace`` seconds by force."""
+        ...
+
+    def clean_up(self, job_id: str, account: Account | None) -> None:
+        """End anything the job left behind once its worker is gone."""
+        ...
+
+    def check_default_image(self) -> None:
+        """Say in the log what the default image lacks (a container backend); else nothing."""
+        ...
+
+
+class ClusterBackend(Protocol):
+    """A cluster whose own scheduler (Slurm) decides when and where each job runs."""
+
+    container_limits: ContainerLimits | None
+
+    def claim_shared_dir(self, data_dir: Path) -> Path | None:
+        """Where job folders go so the nodes see them; None: in the data directory."""
+        ...
+
+    def submit(self, job_id: str, jobdir: JobDir, spec: JobSpec, after: list[dict], account: Account) -> dict:
+        """Hand the job over; its handle. Raises E31Error with the cluster's message when refused."""
+        ...
+
+    def expected_start(self, spec: JobSpec) -> float | None:
+        """When the cluster would start such a job now, queueing nothing."""
+        ...
+
+    def update(self, job_id: str, handle: dict, spec: JobSpec, before: Request, after: list[dict] | None) -> None:
+        """Change a pending job's request at the cluster, or raise with its refusal."""
+        ...
+
+    def find(self, job_id: str, jobdir: JobDir) -> dict | None:
+        """The handle of a job the cluster took while its server died before recording it."""
+        ...
+
+    def cancel(self, job_id: str, handle: dict) -> None: ...
+
+    def poll(self, handles: dict[str, dict]) -> dict[str, BackendStatus]:
+        """What the cluster says of each job."""
+        ...
+
+    def pool(self) -> list[dict]:
+        """The cluster's GPUs: ``[{"node", "device", "busy"}]``."""
+        ...
+
+
+CLUSTER_BACKENDS = ("slurm",)  # the backends that are schedulers themselves
+
+
+def create(name: str, **settings) -> ProcessBackend | ClusterBackend:
     if name == "local":
         from e31_jupyter.execution.backends.local import LocalBackend
 

@@ -142,7 +142,7 @@ class DockerBackend:
         except NotFound:
             pass  # it ended and was removed meanwhile
 
-    def sweep(self, job_id: str, account: Account | None = None) -> None:
+    def clean_up(self, job_id: str, account: Account | None = None) -> None:
         """Release: remove every container of the job, running or not."""
         try:
             for container in self._job_containers(job_id):

@@ -2,11 +2,11 @@
 
 The worker runs in its own session, so it outlives the Jupyter server; every process of the job
 (the worker, its kernel, anything they start) carries ``E31_JOB_ID`` in its environment, which is
-how ``sweep`` finds stragglers that left the process group (Jupyter kernels start their own).
+how ``clean_up`` finds stragglers that left the process group (Jupyter kernels start their own).
 
 A job runs as its account (``accounts.runs_as``): a root server starts the worker with the
 account's uid, gid and groups, in a folder given to it, with an environment that holds no secret
-(``job_env``). Stopping and sweeping signal only processes of that account: a process of another
+(``job_env``). Stopping and cleaning up signal only processes of that account: a process of another
 user that sets ``E31_JOB_ID`` to the job's id is left alone.
 """
 
@@ -28,6 +28,9 @@ from e31_jupyter.execution.jobdir import JobDir
 
 
 class LocalBackend:
+    starts_slowly = False
+    container_limits = None
+
     def __init__(self, python: str | None = None, job_env: list[str] = ()):
         self.python = python or sys.executable
         self.job_env = list(job_env)  # c.E31.job_env: more variables for every job
@@ -87,12 +90,15 @@ class LocalBackend:
         _signal_all(alive, signal.SIGKILL)
         psutil.wait_procs(alive, timeout=5)
 
-    def sweep(self, job_id: str, account: Account | None = None) -> None:
+    def clean_up(self, job_id: str, account: Account | None = None) -> None:
         """Kill what the job left running after its worker ended (an orphaned kernel, say): its
         processes that run as ``account`` (default: the server's)."""
         leftovers = self._job_processes(job_id, None, (account or accounts.current()).uid)
         _signal_all(leftovers, signal.SIGKILL)
         psutil.wait_procs(leftovers, timeout=5)
+
+    def check_default_image(self) -> None:
+        """No image: nothing to check."""
 
     def _process(self, handle: dict | None) -> psutil.Process | None:
         if not handle:

@@ -1,0 +1,115 @@
+"""What the API reads: a job as it stands now, a page of jobs, its history, the changes since a
+moment, the meter over a window and the GPU pool. Gathers what a view needs from the store and
+the scheduler (place in line, forecast, progress, meter) and hands it to ``api_json``."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+
+from e31_jupyter.core import meter
+from e31_jupyter.core.errors import InvalidRequest, NotFound
+from e31_jupyter.core.forecast import Forecast
+from e31_jupyter.core.job import MAX_IDS, MAX_PAGE_SIZE, PAGE_SIZE, iso
+from e31_jupyter.core.states import ACTIVE_STATES, JobState
+from e31_jupyter.service import api_json
+from e31_jupyter.service.admission import Caller
+from e31_jupyter.service.job_files import JobFiles
+from e31_jupyter.service.policy_input import standing_of
+from e31_jupyter.service.scheduler import Scheduler
+from e31_jupyter.service.settings import Settings
+from e31_jupyter.service.store import Store
+
+
+class JobViews:
+    def __init__(
+        self, store: Store, scheduler: Scheduler, files: JobFiles, settings: Settings, clock: Callable[[], float]
+    ):
+        self.store = store
+        self.scheduler = scheduler
+        self.files = files
+        self.settings = settings
+        self.clock = clock
+
+    def visible_job(self, caller: Caller, job_id: str) -> dict:
+        job = self.store.get(job_id) if isinstance(job_id, str) else None
+        if job is None or not (caller.is_admin or job["owner"] == caller.name):
+            raise NotFound(f"No job {job_id!r}. List your jobs with `e31 jobs`.")
+        return job
+
+    def describe(self, job: dict, positions: Mapping[str, int] | None = None) -> dict:
+        """The job as the API shows it, with what the queue knows of it now."""
+        queued = job["state"] == JobState.QUEUED
+        if positions is None and queued:
+            positions = self.scheduler.positions()
+        return api_json.job_view(
+            job,
+            position=(positions or {}).get(job["id"]),
+            outlook=self._outlook(job),
+            waiting_for=standing_of(self.store, job).waiting_for if queued else [],
+            meter=self._meter(job),
+            progress=self.files.progress(job),
+        )
+
+    def jobs(
+        self,
+        caller: Caller,
+        state: str | None = None,
+        fingerprint: str | None = None,
+        ids: list[str] | None = None,
+        before: str | None = None,
+        limit: int = PAGE_SIZE,
+    ) -> tuple[list[dict], str | None]:
+        """A page of the caller's jobs (all jobs for an admin), newest first: at most ``limit``,
+        only those in ``ids`` when given, submitted before job ``before``; and the id to ask
+        ``before`` for the next page (None when this page is the last)."""  # fmt: skip
+        if state is not None and state not in {s.value for s in JobState}:
+            raise InvalidRequest(f"state: unknown state {state!r}. Allowed: {', '.join(s.value for s in JobState)}.")
+        if not 1 <= limit <= MAX_PAGE_SIZE:
+            raise InvalidRequest(f"limit: ask for 1 to {MAX_PAGE_SIZE} jobs a page; got {limit}.")
+        if ids is not None and len(ids) > MAX_IDS:
+            raise InvalidRequest(f"id: ask for at most {MAX_IDS} jobs by id at once; got {len(ids)}.")
+        after = None
+        if before is not None:
+            mark = self.visible_job(caller, before)
+            after = (mark["submitted_at"], mark["id"])
+        owner = None if caller.is_admin else caller.name
+        states = (state,) if state else None
+        rows = self.store.jobs(states, owner=owner, fingerprint=fingerprint, ids=ids, before=after, limit=limit + 1)
+        page = rows[:limit]
+        positions = self.scheduler.positions() if any(r["state"] == JobState.QUEUED for r in page) else {}
+        return [self.describe(row, positions) for row in page], (page[-1]["id"] if len(rows) > limit else None)
+
+    def transitions(self, job_id: str) -> list[dict]:
+        return [{**t, "at": iso(t["at"])} for t in self.store.transitions(job_id)]
+
+    def last_change(self) -> int:
+        """The number of the newest state change recorded, by any server sharing the store."""
+        return self.store.last_transition()
+
+    def changes_after(self, seq: int) -> list[dict]:
+        """State changes numbered after ``seq``, oldest first: ``seq``, ``job_id``, ``owner``, ``to``."""
+        return self.store.transitions_after(seq)
+
+    def meter_summary(self, caller: Caller, since: float, until: float) -> dict:
+        jobs = self.store.held_between(since, until)
+        if not caller.is_admin:
+            jobs = [j for j in jobs if j["owner"] == caller.name]
+        s = self.settings
+        return {
+            "since": iso(since),
+            "until": iso(until),
+            **meter.summary(jobs, since, until, self.clock(), s.gpu_hour_rate, s.currency),
+        }
+
+    def gpu_pool(self, caller: Caller) -> dict:
+        devices, running = self.scheduler.devices()
+        return api_json.pool_view(caller, devices, len(running), self.store.count((JobState.QUEUED,)))
+
+    def _outlook(self, job: dict) -> dict:
+        if job["state"] not in ACTIVE_STATES:
+            return api_json.outlook_view(job["id"], Forecast(), queued=False)
+        return api_json.outlook_view(job["id"], self.scheduler.forecast(), queued=job["state"] == JobState.QUEUED)
+
+    def _meter(self, job: dict) -> dict:
+        seconds = meter.gpu_seconds(job, self.clock())
+        return meter.reading(seconds, self.settings.gpu_hour_rate, self.settings.currency)

@@ -1,0 +1,562 @@
+"""The scheduler: what decides when a job starts, starts it, watches it and records its end.
+
+``Scheduler`` is the interface the queue (user actions) and the views use. ``LocalScheduler``
+is e31's own: the policy orders the queued jobs into a line, a pass starts what fits on the
+configured GPUs, and a process backend (local, Docker) runs each job; ``ClusterScheduler``
+(cluster_scheduler.py) follows a cluster's scheduler (Slurm) instead. Only the server that holds
+the data directory's lock schedules (``Leadership``); the others submit and read.
+
+Everything here runs on the server's event loop; process waits run in threads and report back
+to the loop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import math
+import shutil
+import signal
+import threading
+import time
+from collections.abc import Mapping
+from dataclasses import replace
+from pathlib import Path
+from typing import Protocol
+
+from e31_jupyter.core import policy
+from e31_jupyter.core.after import Standing, broken_reason, standing
+from e31_jupyter.core.errors import Conflict, E31Error
+from e31_jupyter.core.forecast import Forecast, run_forward
+from e31_jupyter.core.job import JobSpec
+from e31_jupyter.core.queue_order import Line
+from e31_jupyter.core.states import Cause, JobState, StopRequest
+from e31_jupyter.core.text import format_seconds
+from e31_jupyter.execution import accounts
+from e31_jupyter.execution import gpus as gpu_inventory
+from e31_jupyter.execution.accounts import Account
+from e31_jupyter.execution.backends import ProcessBackend
+from e31_jupyter.service.admission import Revision
+from e31_jupyter.service.job_files import JobFiles, Retention
+from e31_jupyter.service.leadership import Leadership
+from e31_jupyter.service.policy_input import History, PendingJobs, pending, standing_of
+from e31_jupyter.service.settings import Settings
+from e31_jupyter.service.store import Store
+
+log = logging.getLogger("e31")
+
+TIMED_PASS_S = 1.0  # how often it schedules with nothing new (deadlines become hopeless)
+PASS_GAP_S = 0.05  # submits and cancels closer than this (or than 2 passes' time) share one pass
+LINE_MAX_AGE_S = 1.0  # how stale a place in line may be shown after the queue changed
+
+Device = tuple[str, bool, dict | None]  # a GPU's name, whether it is busy, and the job holding it
+
+
+class Scheduler(Protocol):
+    """What the queue and the views ask of whichever scheduler decides."""
+
+    @property
+    def is_scheduler(self) -> bool: ...
+
+    async def start(self) -> None: ...
+
+    async def stop(self) -> None: ...
+
+    async def hand_over(self, job_id: str, spec: JobSpec) -> dict:
+        """Fields to record with a job just recorded (a cluster takes it here)."""
+        ...
+
+    async def submitted(self, job: dict) -> None:
+        """A job was recorded whole: it takes its place."""
+        ...
+
+    async def hand_change(self, job: dict, revision: Revision) -> None:
+        """A queued job's request is about to change (a cluster changes it first, or refuses)."""
+        ...
+
+    def request_changed(self, job: dict, after_changed: bool) -> None: ...
+
+    async def cancel(self, job: dict, by: str) -> None:
+        """Withdraw a queued job, or stop a running one; Conflict once it has ended."""
+        ...
+
+    def positions(self) -> Mapping[str, int]:
+        """Each queued job's place in line (1 = next)."""
+        ...
+
+    def forecast(self) -> Forecast: ...
+
+    async def would_take(
+        self, spec: JobSpec, job: policy.Pending, waiting_for: list[str], now: float
+    ) -> tuple[int | None, Forecast]:
+        """The place in line and forecast a job would have if it were submitted now."""
+        ...
+
+    def devices(self) -> tuple[list[Device], list[dict]]:
+        """The GPUs and who holds each, with the running jobs."""
+        ...
+
+
+class LocalScheduler:
+    """e31's own scheduler, for process backends (local, Docker)."""
+
+    def __init__(
+        self, store: Store, files: JobFiles, backend: ProcessBackend, settings: Settings, clock, data_dir: Path
+    ):
+        self.store = store
+        self.files = files
+        self.backend = backend
+        self.settings = settings
+        self.clock = clock
+        self.data_dir = data_dir
+        self.policy = policy.POLICIES[settings.policy]
+        self.leadership = Leadership(data_dir, elected=self._elected, tick=self._tick)
+        self.retention = Retention(files, settings.delete_files_after_s)
+        self.history = History(
+            store,
+            machine_gpus=len(settings.inventory or ()),
+            long_share=settings.long_jobs_share,
+            max_gpus_per_owner=settings.max_gpus_per_user,
+        )
+        self._stopping: set[str] = set()  # running jobs being stopped by this scheduler
+        self._seen_version = -1  # the store's data_version at the last look
+        self._last_pass = 0.0  # time.monotonic() of the last scheduling pass
+        self._pass_s = 0.0  # how long it took
+        self._pass_due = False  # a pass is set to run soon (schedule_soon)
+        self._line: Line | None = None  # the queue in order, for places in line
+        self._pending_jobs = PendingJobs()  # the queued jobs as the policy sees them, kept between passes
+        self._line_seen: policy.Snapshot | None = None  # what the policy saw when the line was made
+        self._forecast: tuple[Line | None, Forecast] = (None, Forecast())  # a line's forecast
+        self._line_made = (0.0, (0, 0))  # when (time.monotonic()) and at which store.version()
+        # Queued jobs out of the line, waiting for others (--after): where they stand, and the job.
+        self._waiting_for_others: dict[str, tuple[Standing, policy.Pending]] = {}
+        self._loop: asyncio.AbstractEventLoop | None = None
+
+    @property
+    def is_scheduler(self) -> bool:
+        return self.leadership.holds
+
+    async def start(self) -> None:
+        self._loop = asyncio.get_running_loop()
+        await self.leadership.start()
+        # A container's image: what it lacks is said in the log before a job waits for it.
+        self._loop.run_in_executor(None, self.backend.check_default_image)
+
+    async def stop(self) -> None:
+        await self.leadership.stop()
+
+    def _elected(self) -> None:
+        self._adopt_running_jobs()
+        self.schedule()
+
+    def _tick(self) -> None:
+        now = self.clock()
+        for job in self.store.jobs((JobState.RUNNING,)):
+            if job["id"] in self._stopping:
+                continue
+            if job["stop_requested"]:
+                self._stop(job)
+            elif now > job["started_at"] + job["max_runtime_s"]:
+                self.store.update(job["id"], stop_requested=StopRequest.TIMEOUT)
+                self._stop(job)
+        # Submits and cancels of other servers show as a new store version: schedule at once.
+        # Otherwise a pass a second is enough to expire jobs whose deadlines became hopeless.
+        version = self.store.data_version()
+        if version != self._seen_version or time.monotonic() - self._last_pass >= TIMED_PASS_S:
+            self._seen_version = version
+            self.schedule()
+        self.retention.when_due()
+
+    # --- what the queue tells it ----------------------------------------------------------
+
+    async def hand_over(self, job_id: str, spec: JobSpec) -> dict:
+        return {}  # the queue keeps its jobs itself
+
+    async def submitted(self, job: dict) -> None:
+        if job["state"] == JobState.QUEUED:
+            self._rejoin_line(job)
+        self.schedule_soon()
+
+    async def hand_change(self, job: dict, revision: Revision) -> None:
+        """Nothing to do first: the queue holds its jobs itself."""
+
+    def request_changed(self, job: dict, after_changed: bool) -> None:
+        if after_changed:
+            self._line = None  # who waits for whom changed: the line is made anew when next asked
+        else:
+            self._rejoin_line(job)
+        self._forecast = (None, Forecast())  # the line changed in place: forecast it again
+        self.schedule_soon()
+
+    async def cancel(self, job: dict, by: str) -> None:
+        job_id, now = job["id"], self.clock()
+        if job["state"] == JobState.QUEUED:
+            reason = f"cancelled by {by}"
+            if self.store.transition(
+                job_id, (JobState.QUEUED,), JobState.CANCELLED, reason, now, cause=Cause.USER, finished_at=now
+            ):
+                self._leave_line(job_id)
+                self.schedule_soon()
+                return
+            job = self.store.get(job_id)  # it started meanwhile: cancel the running job
+        if job["state"] != JobState.RUNNING:
+            raise Conflict(f"Job {job_id} has already ended ({job['state']}); there is nothing to cancel.")
+        if not job["stop_requested"]:
+            self.store.update(
+                job_id, stop_requested=StopRequest.CANCEL, stop_by=by, reason=f"cancelling: cancelled by {by}"
+            )
+        if self.is_scheduler and job_id not in self._stopping:
+            self._stop(job)
+
+    # --- the line ---------------------------------------------------------------------------
+
+    def positions(self) -> Line:
+        """Place in line of each queued job (``.get(id)``, 1 = next), in the order the policy
+        would start them: at most LINE_MAX_AGE_S old once the queue has changed."""
+        made_at, version = self._line_made
+        age = time.monotonic() - made_at
+        if self._line is None or (age >= LINE_MAX_AGE_S and (
+            self.store.version() != version or age >= (self.policy.refresh_s or math.inf)
+        )):  # fmt: skip
+            self._make_line(self.clock())
+        assert self._line is not None
+        return self._line
+
+    def forecast(self) -> Forecast:
+        """What is expected of the jobs at the head of the line (``forecast.py``), worked out
+        once per line, when first asked."""
+        line = self.positions()
+        if self._forecast[0] is not line:
+            forecast = run_forward(self.policy.walk, line.ordered, self._line_seen, self._waiting_jobs(), line.key)
+            self._forecast = (line, forecast)
+        return self._forecast[1]
+
+    async def would_take(
+        self, spec: JobSpec, job: policy.Pending, waiting_for: list[str], now: float
+    ) -> tuple[int | None, Forecast]:
+        """The place in line a job would take if it were submitted now (none while it would
+        wait for ``waiting_for``), and the forecast of the queue with it (``job`` is ``spec`` as
+        the policy sees it)."""
+        line = self.positions()
+        if self.store.version() != self._line_made[1]:  # the queue changed since: a check must be exact
+            self._make_line(now)
+            line = self.positions()
+        assert self._line_seen is not None
+        moment = replace(self._line_seen, now=max(now, self._line_seen.now))
+        waiting = self._waiting_jobs()
+        if waiting_for:
+            return None, run_forward(self.policy.walk, line.ordered, moment, [*waiting, (job, waiting_for)], line.key)
+        return line.place_of(job), run_forward(self.policy.walk, line.ordered_with(job), moment, waiting, line.key)
+
+    def devices(self) -> tuple[list[Device], list[dict]]:
+        running = self.store.jobs((JobState.RUNNING,))
+        holders = gpu_inventory.holders(self.settings.inventory, running)
+        return [(d, job is not None, job) for d, job in holders.items()], running
+
+    def _make_line(self, now: float, running: list[dict] | None = None) -> policy.Snapshot:
+        """Put the queued jobs in line as of ``now``: the line as it was, with the jobs that
+        joined and left since, while the policy's priorities hold (``_keys_hold``); else a new
+        one. Returns what the policy sees now."""
+        version = self.store.version()
+        rows = self.store.queued_requests()
+        self._waiting_for_others = self._still_waiting(rows)
+        queued = [job for job in self._pending_jobs.of(rows) if job.id not in self._waiting_for_others]
+        if running is None:
+            running = self.store.jobs((JobState.RUNNING,), brief=True)
+        snapshot = self.history.snapshot(now, self.settings.inventory, running)
+        if self._line is not None and self._keys_hold(now):
+            self._line.follow(queued)
+        else:
+            self._line = Line(self.policy.priority, snapshot, queued)
+        self._line_seen = snapshot
+        self._line_made = (time.monotonic(), version)
+        self._forecast = (None, Forecast())
+        return snapshot
+
+    def _keys_hold(self, now: float) -> bool:
+        """Whether the line's priority keys are still the policy's (``Policy.refresh_s``): the
+        simulator's queue is re-sorted as often, so the live queue orders jobs as the replays did."""
+        if self._line is None:
+            return False
+        age = now - self._line.snapshot.now
+        return 0 <= age < (self.policy.refresh_s if self.policy.refresh_s is not None else math.inf)
+
+    def _still_waiting(self, rows) -> dict[str, tuple[Standing, policy.Pending]]:
+        """The queued jobs (store rows) still waiting for others, or that others let down."""
+        waiting = [r for r in rows if r["after_jobs"] != "[]"]
+        if not waiting:
+            return {}
+        after = {r["id"]: json.loads(r["after_jobs"]) for r in waiting}
+        states = self.store.states(sorted({job_id for ids in after.values() for job_id in ids}))
+        found = {r["id"]: (standing(after[r["id"]], states), pending(r)) for r in waiting}
+        return {job_id: held for job_id, held in found.items() if not held[0].ready}
+
+    def _waiting_jobs(self) -> list[tuple[policy.Pending, list[str]]]:
+        """The jobs out of the line that may still run, each with the jobs it waits for."""
+        return [(job, where.waiting_for) for where, job in self._waiting_for_others.values() if not where.broken]
+
+    def _rejoin_line(self, job: dict) -> None:
+        """A queued job takes its place in line (new, or its request changed), unless it waits
+        for others."""
+        self._leave_line(job["id"])
+        line = self.positions()
+        if standing_of(self.store, job).ready:
+            line.join(pending(job))
+
+    def _leave_line(self, job_id: str) -> None:
+        if self._line is not None:
+            self._line.leave(job_id)
+
+    # --- the pass (only on the scheduler) ---------------------------------------------------
+
+    def schedule(self) -> None:
+        """Ask the policy what to start and what to expire, and do it."""
+        if not self.is_scheduler:
+            return
+        started = self._last_pass = time.monotonic()
+        now = self.clock()
+        running = self.store.jobs((JobState.RUNNING,), brief=True)
+        snapshot = self._make_line(now, running)
+        self._expire_let_down(now)
+        line = self._line
+        assert line is not None
+        if len(line) == 0:
+            return
+        decision = self.policy.walk(line.ordered, snapshot)
+        for job_id, reason in decision.expire:
+            self.store.transition(
+                job_id, (JobState.QUEUED,), JobState.EXPIRED, reason, now, cause=Cause.SCHEDULER, finished_at=now
+            )
+            line.leave(job_id)
+        free = gpu_inventory.free_devices(self.settings.inventory, running)
+        for job_id in decision.start:
+            gpus = line.job(job_id).gpus
+            devices, free = free[:gpus], free[gpus:]
+            self._grant(job_id, devices, now)
+            line.leave(job_id)
+        self._pass_s = time.monotonic() - started
+
+    def _expire_let_down(self, now: float) -> None:
+        """Jobs whose earlier jobs ended without succeeding, or whose deadline passed while they
+        waited for them, expire: they can no longer run as asked."""
+        for job_id, (where, job) in self._waiting_for_others.items():
+            if where.broken:
+                reason = broken_reason(where.broken)
+            elif job.deadline is not None and job.deadline < now:
+                reason = f"deadline passed while it waited for {', '.join(where.waiting_for)}"
+            else:
+                continue
+            self.store.transition(
+                job_id, (JobState.QUEUED,), JobState.EXPIRED, reason, now, cause=Cause.SCHEDULER, finished_at=now
+            )
+
+    def schedule_soon(self) -> None:
+        """Schedule now, or, when the last pass was a moment ago, once for everything that
+        happens until then: a burst of submits into a long queue costs a few passes, not one
+        each."""
+        if not self.is_scheduler or self._pass_due:
+            return
+        delay = self._last_pass + max(PASS_GAP_S, 2 * self._pass_s) - time.monotonic()
+        if delay <= 0:
+            self.schedule()
+            return
+        self._pass_due = True
+        assert self._loop is not None
+        self._loop.call_later(delay, self._scheduled_pass)
+
+    def _scheduled_pass(self) -> None:
+        self._pass_due = False
+        try:
+            self.schedule()
+        except Exception:  # like a tick: a bad pass must not stop the queue
+            log.exception("e31: scheduling pass failed")
+
+    # --- a job's process: start, watch, stop, finish ----------------------------------------
+
+    def _grant(self, job_id: str, devices: list[str], now: float) -> None:
+        """Record the job as running on ``devices`` (the meter starts), then start it."""
+        if not self.files.jobdir(job_id).path.exists():
+            return  # recorded this instant by another server, which is moving its files in place
+        granted = f"granted GPU(s) {', '.join(devices)}" if devices else "started (no GPUs)"
+        if not self.store.transition(
+            job_id, (JobState.QUEUED,), JobState.RUNNING, granted, now, cause=Cause.SCHEDULER,
+            started_at=now, granted=devices,
+        ):  # fmt: skip
+            return  # cancelled a moment ago
+        self._start(job_id, devices)
+
+    def _start(self, job_id: str, devices: list[str]) -> None:
+        """Start the process of a job recorded as running on ``devices``, as the account it runs
+        as (decided here, once); a job that cannot run as it fails at start, saying why. A
+        backend that starts slowly (a container) is asked in a thread, off the event loop."""
+        try:
+            account = self._account_of(self.store.get(job_id))
+        except E31Error as error:
+            self._started(job_id, None, error.message)
+            return
+        if not self.backend.starts_slowly:
+            self._started(job_id, *self._backend_start(job_id, devices, account))
+            return
+        loop = self._loop
+        assert loop is not None
+
+        def in_thread() -> None:
+            outcome = self._backend_start(job_id, devices, account)
+            loop.call_soon_threadsafe(self._started, job_id, *outcome)
+
+        loop.run_in_executor(None, in_thread)
+
+    def _backend_start(self, job_id: str, devices: list[str], account: Account) -> tuple[dict | None, str]:
+        """The job's worker, started: its handle, or why it could not start."""
+        try:
+            return self.backend.start(job_id, self.files.jobdir(job_id), devices, account), ""
+        except Exception as error:
+            log.exception("e31: could not start job %s", job_id)
+            return None, str(error) or type(error).__name__
+
+    def _started(self, job_id: str, handle: dict | None, error: str) -> None:
+        if handle is None:
+            self._finish(job_id, None, self.clock(), start_error=error)
+            return
+        self.store.update(job_id, handle=json.dumps(handle))
+        self._watch(job_id, handle)
+        if job_id in self._stopping:  # cancelled or timed out while it was starting
+            self._stop({"id": job_id, "handle": json.dumps(handle)})
+
+    def _account_of(self, job: dict) -> Account:
+        """The Unix account ``job`` runs as (c.E31.jobs_run_as); E31Error when it cannot run here."""
+        return accounts.runs_as(job["owner"], self.settings.jobs_run_as)
+
+    def _account_or_none(self, job_id: str) -> Account | None:
+        """The account the job runs as, or None for one that never could (nothing of it runs)."""
+        try:
+            return self._account_of(self.store.get(job_id))
+        except E31Error:
+            return None
+
+    def _watch(self, job_id: str, handle: dict) -> None:
+        """Wait for the job's process in a thread; report its end to the event loop."""
+        loop = self._loop
+        assert loop is not None
+
+        def wait():
+            exit_code = self.backend.wait(handle)
+            ended_at = self.clock()
+            loop.call_soon_threadsafe(self._finish, job_id, exit_code, ended_at)
+
+        threading.Thread(target=wait, name=f"e31-wait-{job_id}", daemon=True).start()
+
+    def _stop(self, job: dict) -> None:
+        """End a running job's processes (SIGTERM, grace, SIGKILL); its watcher then finishes it."""
+        self._stopping.add(job["id"])
+        handle = _unjson(job["handle"])
+        if handle is None:
+            return
+        asyncio.get_running_loop().run_in_executor(None, self.backend.stop, job["id"], handle, self.settings.grace_s)
+
+    def _finish(self, job_id: str, exit_code: int | None, ended_at: float, start_error: str = "") -> None:
+        """The job's process has ended: clean up what it left, release its GPUs, record why it ended."""
+        self._stopping.discard(job_id)
+        job = self.store.get(job_id)
+        if job is None or job["state"] != JobState.RUNNING:
+            return
+        self.backend.clean_up(job_id, self._account_or_none(job_id))
+        jobdir = self.files.jobdir(job_id)
+        state, reason = final_state(job, jobdir.read_json(jobdir.manifest), exit_code, start_error)
+        if state == JobState.FAILED and disk_full(jobdir.path, reason):
+            reason = (
+                f"disk full: the data directory ({self.data_dir}) ran out of space while the job "
+                f"ran ({reason}). What it wrote is kept; free some space and run it again."
+            )
+        self.store.transition(
+            job_id, (JobState.RUNNING,), state, reason, ended_at, cause=Cause.PROCESS_END,
+            finished_at=ended_at, result=self.files.result_or_none(job_id),
+        )  # fmt: skip
+        self.schedule()
+
+    # --- after a restart --------------------------------------------------------------------
+
+    def _adopt_running_jobs(self) -> None:
+        """Watch jobs that still run; record the true end of those that ended meanwhile."""
+        for job in self.store.jobs((JobState.RUNNING,)):
+            handle = _unjson(job["handle"]) or self._recover_handle(job["id"])
+            if handle is not None and self.backend.adopt(job["id"], handle):
+                log.info("e31: adopted running job %s", job["id"])
+                self._watch(job["id"], handle)
+                continue
+            jobdir = self.files.jobdir(job["id"])
+            if handle is None and not job["stop_requested"] and jobdir.never_started():
+                self._start_again(job)
+                continue
+            manifest = jobdir.read_json(jobdir.manifest)
+            ended_at = (manifest or {}).get("finished_at") or jobdir.last_sign_of_life()
+            self._finish(job["id"], None, max(ended_at or job["started_at"], job["started_at"]))
+
+    def _start_again(self, job: dict) -> None:
+        """A server killed after recording a job as running but before starting its process: the
+        job still holds its GPUs, so it starts on them now, and the meter counts from now."""
+        self.backend.clean_up(job["id"], self._account_or_none(job["id"]))  # e.g. a container never started
+        devices = job["granted"]
+        on = f" on GPU(s) {', '.join(devices)}" if devices else ""
+        reason = (
+            f"started after a restart{on}: the server had stopped before the job's process began, so nothing had run"
+        )
+        now = self.clock()
+        self.store.transition(
+            job["id"], (JobState.RUNNING,), JobState.RUNNING, reason, now, cause=Cause.RESTART, started_at=now
+        )
+        log.info("e31: starting job %s, which the last server recorded as running but never started", job["id"])
+        self._start(job["id"], devices)
+
+    def _recover_handle(self, job_id: str) -> dict | None:
+        """A server killed between starting a job and recording its handle: find the job's
+        process by its job id, so a running job is adopted rather than taken for lost."""
+        handle = self.backend.recover(job_id, self._account_or_none(job_id))
+        if handle is not None:
+            self.store.update(job_id, handle=json.dumps(handle))
+        return handle
+
+
+def after_work_reason(manifest: dict) -> str:
+    """A succeeded job's reason: what went wrong after its notebook ran ("" when nothing did)."""
+    failures = manifest.get("after_work_failures") or []
+    if not failures:
+        return ""
+    return "the notebook succeeded; after it, " + "; ".join(f["reason"] for f in failures)
+
+
+def cancelled_reason(job: dict) -> str:
+    """Why a job that was stopped on request ended (``StopRequest.CANCEL``, by whom)."""
+    return f"cancelled by {job['stop_by']}" if job["stop_by"] else "cancelled"
+
+
+def final_state(job: dict, manifest: dict | None, exit_code: int | None, start_error: str) -> tuple[JobState, str]:
+    """The process decides the state: a stop we asked for, else the worker's manifest, else how
+    the process ended."""
+    if start_error:
+        return JobState.FAILED, f"could not start: {start_error}"
+    if job["stop_requested"] == StopRequest.CANCEL:
+        return JobState.CANCELLED, cancelled_reason(job)
+    if job["stop_requested"] == StopRequest.TIMEOUT:
+        return JobState.FAILED, f"timeout: ran longer than max_runtime ({format_seconds(job['max_runtime_s'])})"
+    if manifest and manifest.get("status") == JobState.SUCCEEDED:
+        return JobState.SUCCEEDED, after_work_reason(manifest)
+    if manifest and manifest.get("status") == JobState.FAILED:
+        return JobState.FAILED, manifest.get("reason") or "the notebook failed"
+    if exit_code is not None and exit_code < 0:
+        return JobState.FAILED, f"worker killed by {signal.Signals(-exit_code).name}; partial results kept"
+    return JobState.FAILED, "lost: the job's process ended without writing a result manifest"
+
+
+def disk_full(path: Path, reason: str) -> bool:
+    if "No space left on device" in reason:
+        return True
+    try:
+        return shutil.disk_usage(path).free < 1 << 20
+    except OSError:
+        return False
+
+
+def _unjson(value):
+    return json.loads(value) if value else None
