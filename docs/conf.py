@@ -187,5 +187,8 @@ def openapi_tables(app, docname: str, source: list[str]) -> None:
 
 
 def setup(app):
+    from pygments.lexers.special import TextLexer
+
+    app.add_lexer("mermaid", TextLexer)  # the life-cycle diagram (ARCHITECTURE.md): shown as text, no JS
     app.connect("source-read", openapi_tables)
     return {"parallel_read_safe": True}

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 
-def gpu_seconds(job: dict, now: float, since: float | None = None, until: float | None = None) -> float:
+def gpu_seconds(job: Mapping[str, Any], now: float, since: float | None = None, until: float | None = None) -> float:
     """GPUs granted x time held, optionally clipped to the window [since, until]."""
     if job.get("started_at") is None:
         return 0.0  # queued (or never started): waiting is free
@@ -29,7 +31,9 @@ def reading(seconds: float, rate: float, currency: str) -> dict:
     }
 
 
-def summary(jobs: list[dict], since: float, until: float, now: float, rate: float, currency: str) -> dict:
+def summary(
+    jobs: Sequence[Mapping[str, Any]], since: float, until: float, now: float, rate: float, currency: str
+) -> dict:
     """Usage in [since, until], in total, by user and by team."""
     by_user: dict[str, float] = defaultdict(float)
     by_team: dict[str, float] = defaultdict(float)

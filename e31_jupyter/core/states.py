@@ -96,3 +96,13 @@ def check_transition(from_state: str, to_state: str, cause: Cause) -> None:
             f"A job cannot go from {from_state} to {to_state} by {cause}: "
             f"from {from_state}, {cause} may only lead to {', '.join(allowed) or 'nothing'}."
         )
+
+
+def diagram() -> str:
+    """The life cycle as a Mermaid state diagram, made from ``TRANSITIONS`` (docs/ARCHITECTURE.md
+    shows it; a test checks that the two agree)."""
+    lines = ["stateDiagram-v2", f"    [*] --> {JobState.QUEUED}: submit (user)"]
+    for (frm, to), causes in TRANSITIONS.items():
+        lines.append(f"    {frm} --> {to}: {', '.join(sorted(str(c) for c in causes))}")
+    lines += [f"    {state} --> [*]" for state in FINAL_STATES]
+    return "\n".join(lines)

@@ -7,6 +7,11 @@ here: it follows from the running jobs' grants in the store, so a restarted serv
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
+from typing import Any, TypeVar
+
+J = TypeVar("J", bound=Mapping[str, Any])  # a running job: anything with its granted devices
+
 
 def discover() -> list[str]:
     """Device indices NVML reports, as strings; none when there is no NVIDIA driver."""
@@ -22,13 +27,13 @@ def discover() -> list[str]:
         pynvml.nvmlShutdown()
 
 
-def holders(inventory: list[str], running_jobs: list[dict]) -> dict[str, dict | None]:
+def holders(inventory: list[str], running_jobs: Sequence[J]) -> dict[str, J | None]:
     """Each device of the inventory with the running job that holds it (or None)."""
     held = {device: job for job in running_jobs for device in job["granted"]}
     return {device: held.get(device) for device in inventory}
 
 
-def free_devices(inventory: list[str], running_jobs: list[dict]) -> list[str]:
+def free_devices(inventory: list[str], running_jobs: Sequence[Mapping[str, Any]]) -> list[str]:
     return [d for d, job in holders(inventory, running_jobs).items() if job is None]
 
 

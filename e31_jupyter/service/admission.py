@@ -9,8 +9,10 @@ queued job's request (``revise``) is checked the same way.
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import Any
 
 from e31_jupyter.core.after import ENDED_OTHERWISE, validate_after
 from e31_jupyter.core.errors import E31Error, InvalidRequest
@@ -124,7 +126,7 @@ class Admission:
         )
         return Proposal(spec, notebook, data, inputs, warnings)
 
-    def revise(self, caller: Caller, job: dict, changes, now: float) -> Revision:
+    def revise(self, caller: Caller, job: Mapping[str, Any], changes, now: float) -> Revision:
         """``job`` (a queued job's store row) with ``changes`` (REVISABLE fields, as a submit
         body gives them; a null clears a run time or the deadline), checked as a submit checks
         its request."""
@@ -148,7 +150,7 @@ class Admission:
             request = replace(request, max_runtime_s=job["max_runtime_s"])
         if "deadline" not in asked:  # to the microsecond: its text above is to the millisecond
             request = replace(request, deadline=job["deadline"])
-        new = {
+        new: dict[str, Any] = {
             "gpus_requested": request.gpus, "max_runtime_s": request.max_runtime_s,
             "expected_runtime_s": request.expected_runtime_s, "deadline": request.deadline,
             "max_runtime_given": int(request.max_runtime_given),
@@ -165,7 +167,7 @@ class Admission:
         changed = [_change(column, job[column], value) for column, value in fields.items()]
         return Revision(request, fields, [c for c in changed if c], warnings if asked else [])
 
-    def _limits(self, kernels: list[str] = ()) -> Limits:
+    def _limits(self, kernels: Sequence[str] = ()) -> Limits:
         return Limits(
             self._settings.inventory, self._settings.default_max_runtime_s, list(kernels),
             container=self._backend.container_limits if self._backend is not None else None,
@@ -231,7 +233,7 @@ def _change(column: str, old, new) -> str:
     return f"{label.get(column, column)} {_shown(column, old)} -> {_shown(column, new)}"
 
 
-def _shown(column: str, value) -> str:
+def _shown(column: str, value) -> str | None:
     if value is None or value == "" or value == []:
         return "none"
     if column == "after_jobs":

@@ -5,7 +5,8 @@ forecast, meter, progress) and hands it over.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 
 from e31_jupyter.core.forecast import Forecast
 from e31_jupyter.core.job import iso
@@ -15,7 +16,7 @@ if TYPE_CHECKING:
 
 
 def job_view(
-    job: dict, *, position: int | None, outlook: dict, waiting_for: list[str], meter: dict, progress: dict
+    job: Mapping[str, Any], *, position: int | None, outlook: dict, waiting_for: list[str], meter: dict, progress: dict
 ) -> dict:
     """A job (a store row) as the API shows it."""
     spec, result = job["spec"], job["result"]
@@ -70,7 +71,7 @@ def outlook_view(job_id: str, forecast: Forecast, queued: bool = True) -> dict:
     }
 
 
-def request_view(job: dict) -> dict:
+def request_view(job: Mapping[str, Any]) -> dict:
     """What a job (a store row, or a record about to be one) asked for, as the API shows it."""
     return {
         "gpus": job["gpus_requested"],
@@ -91,7 +92,9 @@ def work_view(spec: dict) -> dict:
     }
 
 
-def pool_view(caller: Caller, devices: list[tuple[str, bool, dict | None]], running: int, queued: int) -> dict:
+def pool_view(
+    caller: Caller, devices: Sequence[tuple[str, bool, Mapping[str, Any] | None]], running: int, queued: int
+) -> dict:
     """The pool as the API shows it: each device, busy or free, and whose job holds it (the job
     itself only to its owner and admins); and how many jobs run and wait."""
     pool = []
@@ -100,8 +103,8 @@ def pool_view(caller: Caller, devices: list[tuple[str, bool, dict | None]], runn
         pool.append({
             "id": device,
             "busy": busy,
-            "job": job["id"] if shown else None,
-            "job_name": job["name"] if shown else None,
+            "job": job["id"] if job and shown else None,
+            "job_name": job["name"] if job and shown else None,
             "owner": job["owner"] if job else None,
         })  # fmt: skip
     return {

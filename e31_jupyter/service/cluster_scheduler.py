@@ -25,11 +25,12 @@ from e31_jupyter.execution import accounts
 from e31_jupyter.execution.backends import BackendStatus, ClusterBackend
 from e31_jupyter.service.admission import Revision
 from e31_jupyter.service.job_files import JobFiles, Retention
+from e31_jupyter.service.job_record import JobRecord
 from e31_jupyter.service.leadership import Leadership
 from e31_jupyter.service.policy_input import standing_of
 from e31_jupyter.service.scheduler import Device, after_work_reason, cancelled_reason
 from e31_jupyter.service.settings import Settings
-from e31_jupyter.service.store import Store, request_of
+from e31_jupyter.service.store import Store
 
 log = logging.getLogger("e31")
 
@@ -75,32 +76,32 @@ class ClusterScheduler:
         job (an unknown partition, say), or it cannot run as its submitter here, the user gets
         the message and no job exists."""
         after = self._handles_of_active(spec.after)
-        job = self.store.get(job_id)
-        account = accounts.runs_as(job["owner"], self.settings.jobs_run_as)
+        job = self.store.job(job_id)
+        account = accounts.runs_as(job.owner, self.settings.jobs_run_as)
         handle = await asyncio.to_thread(self.backend.submit, job_id, self.files.jobdir(job_id), spec, after, account)
         return {"handle": json.dumps(handle)}
 
-    async def submitted(self, job: dict) -> None:
-        if job["state"] == JobState.CANCELLED:  # cancelled while it was being handed over
-            await asyncio.to_thread(self.backend.cancel, job["id"], json.loads(job["handle"]))
+    async def submitted(self, job: JobRecord) -> None:
+        if job.state == JobState.CANCELLED and job.handle:  # cancelled while it was being handed over
+            await asyncio.to_thread(self.backend.cancel, job.id, job.handle)
 
-    async def hand_change(self, job: dict, revision: Revision) -> None:
+    async def hand_change(self, job: JobRecord, revision: Revision) -> None:
         """Slurm holds the job's request: it changes there first, and where Slurm refuses, it
         changes nowhere."""
-        if not job["handle"]:
+        if not job.handle:
             raise Conflict(f"Job {job['id']} is still being handed to the cluster; change it in a moment.")
-        spec = JobSpec(**{**job["spec"], **revision.spec_changes}, request=revision.request)
+        spec = JobSpec(**{**job.spec, **revision.spec_changes}, request=revision.request)
         after = self._handles_of_active(spec.after) if "after" in revision.spec_changes else None
-        await asyncio.to_thread(self.backend.update, job["id"], json.loads(job["handle"]), spec, request_of(job), after)
+        await asyncio.to_thread(self.backend.update, job.id, job.handle, spec, job.request, after)
 
-    def request_changed(self, job: dict, after_changed: bool) -> None:
+    def request_changed(self, job: JobRecord, after_changed: bool) -> None:
         """The cluster already has the change (``hand_change``)."""
 
-    async def cancel(self, job: dict, by: str) -> None:
-        job_id = job["id"]
-        if job["state"] in FINAL_STATES:
+    async def cancel(self, job: JobRecord, by: str) -> None:
+        job_id = job.id
+        if job.state in FINAL_STATES:
             raise Conflict(f"Job {job_id} has already ended ({job['state']}); there is nothing to cancel.")
-        if not job["handle"]:  # still being handed over: it is withdrawn once it has a handle
+        if not job.handle:  # still being handed over: it is withdrawn once it has a handle
             now = self.clock()
             reason = f"cancelled by {by}"
             self.store.transition(
@@ -110,7 +111,7 @@ class ClusterScheduler:
         self.store.update(
             job_id, stop_requested=StopRequest.CANCEL, stop_by=by, reason=f"cancelling: cancelled by {by}"
         )
-        await asyncio.to_thread(self.backend.cancel, job_id, json.loads(job["handle"]))
+        await asyncio.to_thread(self.backend.cancel, job_id, job.handle)
         self.poll_soon(force=True)
 
     def _handles_of_active(self, after: list[str]) -> list[dict]:
@@ -119,12 +120,12 @@ class ClusterScheduler:
         forgotten them)."""
         handles = []
         for job_id in after:
-            job = self.store.get(job_id)
-            if job["state"] not in ACTIVE_STATES:
+            job = self.store.job(job_id)
+            if job.state not in ACTIVE_STATES:
                 continue
-            if not job["handle"]:
+            if not job.handle:
                 raise Conflict(f"after: job {job_id} is still being handed to the cluster; try again in a moment.")
-            handles.append(json.loads(job["handle"]))
+            handles.append(job.handle)
         return handles
 
     # --- what the views ask -------------------------------------------------------------------
@@ -154,9 +155,9 @@ class ClusterScheduler:
             return None, Forecast(expired={job.id})  # as Slurm's --deadline would do
         return None, Forecast(starts={job.id: start}, ends={job.id: start + estimate} if estimate else {})
 
-    def devices(self) -> tuple[list[Device], list[dict]]:
+    def devices(self) -> tuple[list[Device], list[JobRecord]]:
         running = self.store.jobs((JobState.RUNNING,))
-        holders = {(job["node"], device): job for job in running for device in job["granted"]}
+        holders = {(job.node, device): job for job in running for device in job.granted}
         devices = [
             (f"{gpu['node']}:{gpu['device']}", gpu["busy"], holders.get((gpu["node"], gpu["device"])))
             for gpu in self.backend.pool()
@@ -177,8 +178,8 @@ class ClusterScheduler:
 
     async def _poll(self) -> None:
         try:
-            active = {job["id"]: job for job in self.store.jobs(ACTIVE_STATES)}
-            handles = {i: json.loads(j["handle"]) for i, j in active.items() if j["handle"]}
+            active = {job.id: job for job in self.store.jobs(ACTIVE_STATES)}
+            handles = {i: j.handle for i, j in active.items() if j.handle}
             unhanded = [j for i, j in active.items() if i not in handles]
             if unhanded:
                 await asyncio.to_thread(self._find_unhanded, unhanded)
@@ -197,8 +198,8 @@ class ClusterScheduler:
         finally:
             self._poll_task = None
         for job_id, status in statuses.items():
-            job = self.store.get(job_id)  # as it is now: a cancel may have come meanwhile
-            if job is not None and job["state"] in ACTIVE_STATES:
+            job = self.store.job(job_id)  # as it is now: a cancel may have come meanwhile
+            if job is not None and job.state in ACTIVE_STATES:
                 self._follow(job, status)
         for job_id, handle in self._expire_let_down():
             await asyncio.to_thread(self.backend.cancel, job_id, handle)
@@ -218,33 +219,33 @@ class ClusterScheduler:
             if self.store.transition(
                 job_id, (JobState.QUEUED,), JobState.EXPIRED, reason, now, cause=Cause.SCHEDULER, finished_at=now
             ):
-                handle = self.store.get(job_id)["handle"]
+                handle = self.store.job(job_id).handle
                 if handle:
-                    dropped.append((job_id, json.loads(handle)))
+                    dropped.append((job_id, handle))
         return dropped
 
-    def _find_unhanded(self, jobs: list[dict]) -> None:
+    def _find_unhanded(self, jobs: list[JobRecord]) -> None:
         """Jobs whose server stopped while handing them to the cluster: the cluster may have
         taken one (then it is followed from now on), or not (then it never will)."""
         now = self.clock()
         for job in jobs:
-            if now - job["submitted_at"] < HAND_OVER_S:
+            if now - job.submitted_at < HAND_OVER_S:
                 continue  # its server may still be at it
-            handle = self.backend.find(job["id"], self.files.jobdir(job["id"]))
+            handle = self.backend.find(job.id, self.files.jobdir(job.id))
             if handle is not None:
-                self.store.update(job["id"], handle=json.dumps(handle))
+                self.store.update(job.id, handle=json.dumps(handle))
             else:
                 reason = "lost: the server stopped before the cluster took the job"
                 self.store.transition(
-                    job["id"], (JobState.QUEUED,), JobState.FAILED, reason, now, cause=Cause.RESTART, finished_at=now
+                    job.id, (JobState.QUEUED,), JobState.FAILED, reason, now, cause=Cause.RESTART, finished_at=now
                 )
 
-    def _follow(self, job: dict, status: BackendStatus) -> None:
+    def _follow(self, job: JobRecord, status: BackendStatus) -> None:
         """Record what the cluster says of one job: new reason or place in line, a start, an end."""
         started = status.started_at is not None
-        if job["state"] == JobState.QUEUED and status.state != JobState.QUEUED and started:
+        if job.state == JobState.QUEUED and status.state != JobState.QUEUED and started:
             self.store.transition(
-                job["id"], (JobState.QUEUED,), JobState.RUNNING, status.start_reason(), status.started_at,
+                job.id, (JobState.QUEUED,), JobState.RUNNING, status.start_reason(), status.started_at,
                 cause=Cause.SCHEDULER, started_at=status.started_at, granted=status.granted, node=status.node,
                 position=None,
             )  # fmt: skip
@@ -252,21 +253,21 @@ class ClusterScheduler:
             state, reason = self._final(job, status)
             cause = Cause.SCHEDULER if state == JobState.EXPIRED else Cause.PROCESS_END
             self.store.transition(
-                job["id"], ACTIVE_STATES, state, reason, status.finished_at or self.clock(), cause=cause,
-                finished_at=status.finished_at or self.clock(), result=self.files.result_or_none(job["id"]),
+                job.id, ACTIVE_STATES, state, reason, status.finished_at or self.clock(), cause=cause,
+                finished_at=status.finished_at or self.clock(), result=self.files.result_or_none(job.id),
             )  # fmt: skip
         elif (
             status.state == JobState.QUEUED
-            and not job["stop_requested"]
-            and ((status.reason, status.position) != (job["reason"], job["position"]))
+            and not job.stop_requested
+            and ((status.reason, status.position) != (job.reason, job.position))
         ):
-            self.store.update(job["id"], reason=status.reason, position=status.position)
+            self.store.update(job.id, reason=status.reason, position=status.position)
 
-    def _final(self, job: dict, status: BackendStatus) -> tuple[str, str]:
+    def _final(self, job: JobRecord, status: BackendStatus) -> tuple[str, str]:
         """The cluster's verdict, with the worker's own reason when the notebook failed."""
-        if status.state == JobState.CANCELLED and job["stop_requested"] == StopRequest.CANCEL:
+        if status.state == JobState.CANCELLED and job.stop_requested == StopRequest.CANCEL:
             return status.state, cancelled_reason(job)
-        jobdir = self.files.jobdir(job["id"])
+        jobdir = self.files.jobdir(job.id)
         manifest = jobdir.read_json(jobdir.manifest) or {}
         if status.state == JobState.FAILED and manifest.get("status") == JobState.FAILED:
             return status.state, manifest.get("reason") or status.reason

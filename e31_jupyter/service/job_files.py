@@ -14,6 +14,7 @@ from e31_jupyter.core.job import iso
 from e31_jupyter.core.states import Cause, JobState
 from e31_jupyter.core.text import format_moment, format_seconds, format_size
 from e31_jupyter.execution.jobdir import JobDir
+from e31_jupyter.service.job_record import JobRecord
 from e31_jupyter.service.store import Store
 
 log = logging.getLogger("e31")
@@ -28,16 +29,16 @@ class JobFiles:
     def jobdir(self, job_id: str) -> JobDir:
         return JobDir(self.jobs_root / job_id)
 
-    def readable(self, job: dict) -> JobDir:
+    def readable(self, job: JobRecord) -> JobDir:
         """The job's folder, for what reads its files; refused once they are deleted."""
-        deleted = job["result"].get("deleted")
+        deleted = job.result.get("deleted")
         if deleted:
             when = format_moment(iso(deleted["at"]), seconds=False, utc=True)
             raise Gone(
                 f"Job {job['id']}'s files were deleted on {when} by {deleted['by']}: its notebook, data, "
                 f"values, outputs and log are gone. Its record and GPU-hours remain (e31 status {job['id']})."
             )
-        return self.jobdir(job["id"])
+        return self.jobdir(job.id)
 
     def result_of(self, job_id: str) -> dict:
         """What an ended job handed back, in short, for the record: read once, listed often."""
@@ -62,26 +63,26 @@ class JobFiles:
             log.warning("e31: job %s ended, and what it handed back cannot be read: %s", job_id, error)
             return {}
 
-    def progress(self, job: dict) -> dict:
+    def progress(self, job: JobRecord) -> dict:
         """How far the notebook has got: live while it runs, as recorded once it has ended."""
-        if job["state"] == JobState.RUNNING:
-            jobdir = self.jobdir(job["id"])
+        if job.state == JobState.RUNNING:
+            jobdir = self.jobdir(job.id)
             return jobdir.read_json(jobdir.progress, {})
-        return job["result"].get("progress", {})
+        return job.result.get("progress", {})
 
-    async def delete(self, job: dict, by: str) -> list[str]:
+    async def delete(self, job: JobRecord, by: str) -> list[str]:
         """Record that ``by`` deletes the ended job's files, then delete them; what could not go.
         Recorded first, so a server that dies half-way leaves a job that says so, and deleting
         again finishes the work."""
-        jobdir = self.jobdir(job["id"])
-        if not job["result"].get("deleted"):
+        jobdir = self.jobdir(job.id)
+        if not job.result.get("deleted"):
             size = await asyncio.to_thread(jobdir.size)
             deleted = {"at": self.clock(), "by": by, "bytes": size}
             reason = f"files deleted by {by} ({format_size(size)})"
-            result = {**job["result"], "deleted": deleted}
-            state = job["state"]
+            result = {**job.result, "deleted": deleted}
+            state = job.state
             self.store.transition(
-                job["id"], (state,), state, reason, deleted["at"], cause=Cause.USER, keep_reason=True, result=result
+                job.id, (state,), state, reason, deleted["at"], cause=Cause.USER, keep_reason=True, result=result
             )
         return await asyncio.to_thread(jobdir.delete)
 
@@ -92,7 +93,7 @@ class JobFiles:
             try:
                 await self.delete(job, by)
             except Exception:  # one job's files must not stop the others'
-                log.exception("e31: deleting the files of job %s failed", job["id"])
+                log.exception("e31: deleting the files of job %s failed", job.id)
 
 
 class Retention:

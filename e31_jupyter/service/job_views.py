@@ -4,7 +4,7 @@ the scheduler (place in line, forecast, progress, meter) and hands it to ``api_j
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 
 from e31_jupyter.core import meter
 from e31_jupyter.core.errors import InvalidRequest, NotFound
@@ -14,8 +14,9 @@ from e31_jupyter.core.states import ACTIVE_STATES, JobState
 from e31_jupyter.service import api_json
 from e31_jupyter.service.admission import Caller
 from e31_jupyter.service.job_files import JobFiles
+from e31_jupyter.service.job_record import JobRecord
 from e31_jupyter.service.policy_input import standing_of
-from e31_jupyter.service.scheduler import Scheduler
+from e31_jupyter.service.scheduler import Places, Scheduler
 from e31_jupyter.service.settings import Settings
 from e31_jupyter.service.store import Store
 
@@ -30,20 +31,20 @@ class JobViews:
         self.settings = settings
         self.clock = clock
 
-    def visible_job(self, caller: Caller, job_id: str) -> dict:
-        job = self.store.get(job_id) if isinstance(job_id, str) else None
-        if job is None or not (caller.is_admin or job["owner"] == caller.name):
+    def visible_job(self, caller: Caller, job_id: str) -> JobRecord:
+        job = self.store.job(job_id) if isinstance(job_id, str) else None
+        if job is None or not (caller.is_admin or job.owner == caller.name):
             raise NotFound(f"No job {job_id!r}. List your jobs with `e31 jobs`.")
         return job
 
-    def describe(self, job: dict, positions: Mapping[str, int] | None = None) -> dict:
+    def describe(self, job: JobRecord, positions: Places | None = None) -> dict:
         """The job as the API shows it, with what the queue knows of it now."""
-        queued = job["state"] == JobState.QUEUED
+        queued = job.state == JobState.QUEUED
         if positions is None and queued:
             positions = self.scheduler.positions()
         return api_json.job_view(
             job,
-            position=(positions or {}).get(job["id"]),
+            position=positions.get(job.id) if positions is not None else None,
             outlook=self._outlook(job),
             waiting_for=standing_of(self.store, job).waiting_for if queued else [],
             meter=self._meter(job),
@@ -71,12 +72,12 @@ class JobViews:
         after = None
         if before is not None:
             mark = self.visible_job(caller, before)
-            after = (mark["submitted_at"], mark["id"])
+            after = (mark.submitted_at, mark.id)
         owner = None if caller.is_admin else caller.name
         states = (state,) if state else None
         rows = self.store.jobs(states, owner=owner, fingerprint=fingerprint, ids=ids, before=after, limit=limit + 1)
         page = rows[:limit]
-        positions = self.scheduler.positions() if any(r["state"] == JobState.QUEUED for r in page) else {}
+        positions = self.scheduler.positions() if any(r.state == JobState.QUEUED for r in page) else None
         return [self.describe(row, positions) for row in page], (page[-1]["id"] if len(rows) > limit else None)
 
     def transitions(self, job_id: str) -> list[dict]:
@@ -93,7 +94,7 @@ class JobViews:
     def meter_summary(self, caller: Caller, since: float, until: float) -> dict:
         jobs = self.store.held_between(since, until)
         if not caller.is_admin:
-            jobs = [j for j in jobs if j["owner"] == caller.name]
+            jobs = [j for j in jobs if j.owner == caller.name]
         s = self.settings
         return {
             "since": iso(since),
@@ -105,11 +106,11 @@ class JobViews:
         devices, running = self.scheduler.devices()
         return api_json.pool_view(caller, devices, len(running), self.store.count((JobState.QUEUED,)))
 
-    def _outlook(self, job: dict) -> dict:
-        if job["state"] not in ACTIVE_STATES:
-            return api_json.outlook_view(job["id"], Forecast(), queued=False)
-        return api_json.outlook_view(job["id"], self.scheduler.forecast(), queued=job["state"] == JobState.QUEUED)
+    def _outlook(self, job: JobRecord) -> dict:
+        if job.state not in ACTIVE_STATES:
+            return api_json.outlook_view(job.id, Forecast(), queued=False)
+        return api_json.outlook_view(job.id, self.scheduler.forecast(), queued=job.state == JobState.QUEUED)
 
-    def _meter(self, job: dict) -> dict:
+    def _meter(self, job: JobRecord) -> dict:
         seconds = meter.gpu_seconds(job, self.clock())
         return meter.reading(seconds, self.settings.gpu_hour_rate, self.settings.currency)

@@ -13,20 +13,24 @@ HISTORY_HALF_LIVES fair-share half-lives once.
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
+from typing import Any
+
 from e31_jupyter.core import meter, policy
 from e31_jupyter.core.after import Standing, standing
 from e31_jupyter.core.fairshare import FAIR_SHARE_HALF_LIFE_S, Usage
 from e31_jupyter.core.machines import Cluster
 from e31_jupyter.core.runtimes import RuntimeModel, ShortDemand
 from e31_jupyter.core.states import JobState
-from e31_jupyter.service.store import Store, request_of
+from e31_jupyter.service.job_record import JobRecord
+from e31_jupyter.service.store import Store
 
 HISTORY_HALF_LIVES = 4  # how far back a restarted scheduler reads: usage older weighs 1/16 or less
 
 
 def pending(job) -> policy.Pending:
     """A queued job as the policy sees it (a row with at least the store's REQUEST_COLUMNS)."""
-    request = request_of(job)
+    request = (job if isinstance(job, JobRecord) else JobRecord.from_row(job)).request
     return policy.Pending(
         job["id"], request.gpus, job["submitted_at"], request.max_runtime_s,
         request.runtime_estimate(), request.deadline, team(job), job["owner"],
@@ -62,7 +66,7 @@ class PendingJobs:
         return self._last[1]
 
 
-def running(job: dict) -> policy.Running:
+def running(job: Mapping[str, Any]) -> policy.Running:
     waited = pending(job)
     return policy.Running(
         job["id"],
@@ -98,7 +102,7 @@ class History:
         self._last_end: dict[str, float] = {}  # team -> when its latest job ended
         self._submitted_row = 0  # the last job recorded that the demand has seen (rowid)
 
-    def snapshot(self, now: float, inventory: list[str], running_jobs: list[dict]) -> policy.Snapshot:
+    def snapshot(self, now: float, inventory: list[str], running_jobs: Sequence[Mapping[str, Any]]) -> policy.Snapshot:
         """The world as the policy sees it on this machine (one machine of ``inventory``'s GPUs)
         with ``running_jobs`` holding theirs."""
         self._read_ended(now)
@@ -115,11 +119,12 @@ class History:
             self.max_gpus_per_owner,
         )
 
-    def _usage_at(self, now: float, running_jobs: list[dict]) -> dict[str, float]:
+    def _usage_at(self, now: float, running_jobs: Sequence[Mapping[str, Any]]) -> dict[str, float]:
         """Each team's decayed GPU-seconds: those of ended jobs, and running jobs' so far. A team
         whose last job ended more than HISTORY_HALF_LIVES half-lives ago no longer counts toward
         the equal shares."""
         gone = now - HISTORY_HALF_LIVES * FAIR_SHARE_HALF_LIFE_S
+        assert self.usage is not None  # read first (_read_ended)
         usage = {t: used for t, used in self.usage.at(now).items() if self._last_end.get(t, now) > gone}
         for job in running_jobs:
             usage[team(job)] = usage.get(team(job), 0.0) + meter.gpu_seconds(job, now)

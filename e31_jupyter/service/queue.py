@@ -29,6 +29,7 @@ from e31_jupyter.service import api_json, datadir
 from e31_jupyter.service.admission import Admission, Caller, Revision
 from e31_jupyter.service.cluster_scheduler import ClusterScheduler
 from e31_jupyter.service.job_files import JobFiles
+from e31_jupyter.service.job_record import JobRecord
 from e31_jupyter.service.job_views import JobViews
 from e31_jupyter.service.policy_input import pending, standing_of
 from e31_jupyter.service.scheduler import LocalScheduler, Scheduler
@@ -96,8 +97,8 @@ class Queue:
             self.staging.stage, job_id, proposal.spec, proposal.notebook, proposal.data, proposal.inputs
         )
         await self._record(job_id, proposal.spec, _record_fields(job_id, caller, proposal.spec, body, now))
-        await self.scheduler.submitted(self.store.get(job_id))
-        return self.views.describe(self.store.get(job_id)), proposal.warnings
+        await self.scheduler.submitted(self.store.job(job_id))
+        return self.views.describe(self.store.job(job_id)), proposal.warnings
 
     async def check(self, caller: Caller, body: dict, kernels: list[str], root_dir: Path, again: bool = False) -> dict:
         """What submitting ``body`` now would give, with nothing submitted: the same refusals
@@ -196,7 +197,7 @@ class Queue:
         """Withdraw a queued job, or stop a running one (it ends as cancelled once its process has)."""
         job = self.views.visible_job(caller, job_id)
         await self.scheduler.cancel(job, caller.name)
-        return self.views.describe(self.store.get(job_id))
+        return self.views.describe(self.store.job(job_id))
 
     async def update(self, caller: Caller, job_id: str, changes: dict) -> dict:
         """Change a queued job's request (GPUs, run times, deadline), name, team or the jobs it
@@ -207,16 +208,16 @@ class Queue:
         revision = self.admission.revise(caller, job, changes, now)
         if revision.fields:
             await self.scheduler.hand_change(job, revision)
-            spec = {**job["spec"], **revision.spec_changes}
+            spec = {**job.spec, **revision.spec_changes}
             reason = f"changed by {caller.name}: {'; '.join(revision.changed)}"
             queued = (JobState.QUEUED,)
             if not self.store.transition(
                 job_id, queued, JobState.QUEUED, reason, now, cause=Cause.USER, **revision.fields, spec=spec
             ):
-                self._still_queued(self.store.get(job_id))  # it started or ended meanwhile: raises
+                self._still_queued(self.store.job(job_id))  # it started or ended meanwhile: raises
             self._revise_spec_file(job_id, revision)
-            self.scheduler.request_changed(self.store.get(job_id), after_changed="after_jobs" in revision.fields)
-        described = self.views.describe(self.store.get(job_id))
+            self.scheduler.request_changed(self.store.job(job_id), after_changed="after_jobs" in revision.fields)
+        described = self.views.describe(self.store.job(job_id))
         return {**described, "changed": revision.changed, "warnings": revision.warnings}
 
     async def delete_files(self, caller: Caller, job_id: str) -> dict:
@@ -224,23 +225,23 @@ class Queue:
         free their space. Its record stays: its state, history and the GPU-hours it was charged.
         Recorded before the files go (``JobFiles.delete``)."""
         job = self.views.visible_job(caller, job_id)
-        if job["state"] in ACTIVE_STATES:
+        if job.state in ACTIVE_STATES:
             raise Conflict(
                 f"Job {job_id} is {job['state']}, and its files are in use. Cancel it first "
                 f"(e31 cancel {job_id}), then delete its files."
             )
         left = await self.files.delete(job, caller.name)
         warnings = [f"{len(left)} file(s) could not be deleted: {'; '.join(left[:3])}"] if left else []
-        return {**self.views.describe(self.store.get(job_id)), "warnings": warnings}
+        return {**self.views.describe(self.store.job(job_id)), "warnings": warnings}
 
-    def files_of(self, caller: Caller, job_id: str) -> tuple[dict, JobDir]:
+    def files_of(self, caller: Caller, job_id: str) -> tuple[JobRecord, JobDir]:
         """A job the caller may see and its folder, for what reads its files; refused once they are deleted."""
         job = self.views.visible_job(caller, job_id)
         return job, self.files.readable(job)
 
-    def _still_queued(self, job: dict) -> dict:
-        if job["state"] != JobState.QUEUED:
-            where = "is running" if job["state"] == JobState.RUNNING else f"has already ended ({job['state']})"
+    def _still_queued(self, job: JobRecord) -> JobRecord:
+        if job.state != JobState.QUEUED:
+            where = "is running" if job.state == JobState.RUNNING else f"has already ended ({job['state']})"
             raise Conflict(
                 f"Job {job['id']} {where}; only a queued job's request can change. "
                 "To run it again with another request: e31 resubmit."

@@ -20,7 +20,6 @@ import shutil
 import signal
 import threading
 import time
-from collections.abc import Mapping
 from dataclasses import replace
 from pathlib import Path
 from typing import Protocol
@@ -39,6 +38,7 @@ from e31_jupyter.execution.accounts import Account
 from e31_jupyter.execution.backends import ProcessBackend
 from e31_jupyter.service.admission import Revision
 from e31_jupyter.service.job_files import JobFiles, Retention
+from e31_jupyter.service.job_record import JobRecord
 from e31_jupyter.service.leadership import Leadership
 from e31_jupyter.service.policy_input import History, PendingJobs, pending, standing_of
 from e31_jupyter.service.settings import Settings
@@ -50,7 +50,13 @@ TIMED_PASS_S = 1.0  # how often it schedules with nothing new (deadlines become 
 PASS_GAP_S = 0.05  # submits and cancels closer than this (or than 2 passes' time) share one pass
 LINE_MAX_AGE_S = 1.0  # how stale a place in line may be shown after the queue changed
 
-Device = tuple[str, bool, dict | None]  # a GPU's name, whether it is busy, and the job holding it
+Device = tuple[str, bool, "JobRecord | None"]  # a GPU's name, whether it is busy, and the job holding it
+
+
+class Places(Protocol):
+    """Each queued job's place in line (1 = next), by its id."""
+
+    def get(self, job_id: str, /) -> int | None: ...
 
 
 class Scheduler(Protocol):
@@ -67,23 +73,21 @@ class Scheduler(Protocol):
         """Fields to record with a job just recorded (a cluster takes it here)."""
         ...
 
-    async def submitted(self, job: dict) -> None:
+    async def submitted(self, job: JobRecord) -> None:
         """A job was recorded whole: it takes its place."""
         ...
 
-    async def hand_change(self, job: dict, revision: Revision) -> None:
+    async def hand_change(self, job: JobRecord, revision: Revision) -> None:
         """A queued job's request is about to change (a cluster changes it first, or refuses)."""
         ...
 
-    def request_changed(self, job: dict, after_changed: bool) -> None: ...
+    def request_changed(self, job: JobRecord, after_changed: bool) -> None: ...
 
-    async def cancel(self, job: dict, by: str) -> None:
+    async def cancel(self, job: JobRecord, by: str) -> None:
         """Withdraw a queued job, or stop a running one; Conflict once it has ended."""
         ...
 
-    def positions(self) -> Mapping[str, int]:
-        """Each queued job's place in line (1 = next)."""
-        ...
+    def positions(self) -> Places: ...
 
     def forecast(self) -> Forecast: ...
 
@@ -93,7 +97,7 @@ class Scheduler(Protocol):
         """The place in line and forecast a job would have if it were submitted now."""
         ...
 
-    def devices(self) -> tuple[list[Device], list[dict]]:
+    def devices(self) -> tuple[list[Device], list[JobRecord]]:
         """The GPUs and who holds each, with the running jobs."""
         ...
 
@@ -113,6 +117,7 @@ class LocalScheduler:
         self.policy = policy.POLICIES[settings.policy]
         self.leadership = Leadership(data_dir, elected=self._elected, tick=self._tick)
         self.retention = Retention(files, settings.delete_files_after_s)
+        self.inventory: list[str] = settings.inventory or []  # a cluster's has none: not this scheduler
         self.history = History(
             store,
             machine_gpus=len(settings.inventory or ()),
@@ -153,13 +158,13 @@ class LocalScheduler:
     def _tick(self) -> None:
         now = self.clock()
         for job in self.store.jobs((JobState.RUNNING,)):
-            if job["id"] in self._stopping:
+            if job.id in self._stopping:
                 continue
-            if job["stop_requested"]:
-                self._stop(job)
-            elif now > job["started_at"] + job["max_runtime_s"]:
-                self.store.update(job["id"], stop_requested=StopRequest.TIMEOUT)
-                self._stop(job)
+            if job.stop_requested:
+                self._stop(job.id, job.handle)
+            elif now > (job.started_at or now) + job.max_runtime_s:  # a running job has started_at
+                self.store.update(job.id, stop_requested=StopRequest.TIMEOUT)
+                self._stop(job.id, job.handle)
         # Submits and cancels of other servers show as a new store version: schedule at once.
         # Otherwise a pass a second is enough to expire jobs whose deadlines became hopeless.
         version = self.store.data_version()
@@ -173,15 +178,15 @@ class LocalScheduler:
     async def hand_over(self, job_id: str, spec: JobSpec) -> dict:
         return {}  # the queue keeps its jobs itself
 
-    async def submitted(self, job: dict) -> None:
-        if job["state"] == JobState.QUEUED:
+    async def submitted(self, job: JobRecord) -> None:
+        if job.state == JobState.QUEUED:
             self._rejoin_line(job)
         self.schedule_soon()
 
-    async def hand_change(self, job: dict, revision: Revision) -> None:
+    async def hand_change(self, job: JobRecord, revision: Revision) -> None:
         """Nothing to do first: the queue holds its jobs itself."""
 
-    def request_changed(self, job: dict, after_changed: bool) -> None:
+    def request_changed(self, job: JobRecord, after_changed: bool) -> None:
         if after_changed:
             self._line = None  # who waits for whom changed: the line is made anew when next asked
         else:
@@ -189,9 +194,9 @@ class LocalScheduler:
         self._forecast = (None, Forecast())  # the line changed in place: forecast it again
         self.schedule_soon()
 
-    async def cancel(self, job: dict, by: str) -> None:
-        job_id, now = job["id"], self.clock()
-        if job["state"] == JobState.QUEUED:
+    async def cancel(self, job: JobRecord, by: str) -> None:
+        job_id, now = job.id, self.clock()
+        if job.state == JobState.QUEUED:
             reason = f"cancelled by {by}"
             if self.store.transition(
                 job_id, (JobState.QUEUED,), JobState.CANCELLED, reason, now, cause=Cause.USER, finished_at=now
@@ -199,15 +204,15 @@ class LocalScheduler:
                 self._leave_line(job_id)
                 self.schedule_soon()
                 return
-            job = self.store.get(job_id)  # it started meanwhile: cancel the running job
-        if job["state"] != JobState.RUNNING:
+            job = self.store.job(job_id)  # it started meanwhile: cancel the running job
+        if job.state != JobState.RUNNING:
             raise Conflict(f"Job {job_id} has already ended ({job['state']}); there is nothing to cancel.")
-        if not job["stop_requested"]:
+        if not job.stop_requested:
             self.store.update(
                 job_id, stop_requested=StopRequest.CANCEL, stop_by=by, reason=f"cancelling: cancelled by {by}"
             )
         if self.is_scheduler and job_id not in self._stopping:
-            self._stop(job)
+            self._stop(job.id, job.handle)
 
     # --- the line ---------------------------------------------------------------------------
 
@@ -228,6 +233,7 @@ class LocalScheduler:
         once per line, when first asked."""
         line = self.positions()
         if self._forecast[0] is not line:
+            assert self._line_seen is not None  # made with the line
             forecast = run_forward(self.policy.walk, line.ordered, self._line_seen, self._waiting_jobs(), line.key)
             self._forecast = (line, forecast)
         return self._forecast[1]
@@ -249,12 +255,12 @@ class LocalScheduler:
             return None, run_forward(self.policy.walk, line.ordered, moment, [*waiting, (job, waiting_for)], line.key)
         return line.place_of(job), run_forward(self.policy.walk, line.ordered_with(job), moment, waiting, line.key)
 
-    def devices(self) -> tuple[list[Device], list[dict]]:
+    def devices(self) -> tuple[list[Device], list[JobRecord]]:
         running = self.store.jobs((JobState.RUNNING,))
-        holders = gpu_inventory.holders(self.settings.inventory, running)
+        holders = gpu_inventory.holders(self.inventory, running)
         return [(d, job is not None, job) for d, job in holders.items()], running
 
-    def _make_line(self, now: float, running: list[dict] | None = None) -> policy.Snapshot:
+    def _make_line(self, now: float, running: list[JobRecord] | None = None) -> policy.Snapshot:
         """Put the queued jobs in line as of ``now``: the line as it was, with the jobs that
         joined and left since, while the policy's priorities hold (``_keys_hold``); else a new
         one. Returns what the policy sees now."""
@@ -264,7 +270,7 @@ class LocalScheduler:
         queued = [job for job in self._pending_jobs.of(rows) if job.id not in self._waiting_for_others]
         if running is None:
             running = self.store.jobs((JobState.RUNNING,), brief=True)
-        snapshot = self.history.snapshot(now, self.settings.inventory, running)
+        snapshot = self.history.snapshot(now, self.inventory, running)
         if self._line is not None and self._keys_hold(now):
             self._line.follow(queued)
         else:
@@ -296,10 +302,10 @@ class LocalScheduler:
         """The jobs out of the line that may still run, each with the jobs it waits for."""
         return [(job, where.waiting_for) for where, job in self._waiting_for_others.values() if not where.broken]
 
-    def _rejoin_line(self, job: dict) -> None:
+    def _rejoin_line(self, job: JobRecord) -> None:
         """A queued job takes its place in line (new, or its request changed), unless it waits
         for others."""
-        self._leave_line(job["id"])
+        self._leave_line(job.id)
         line = self.positions()
         if standing_of(self.store, job).ready:
             line.join(pending(job))
@@ -329,7 +335,7 @@ class LocalScheduler:
                 job_id, (JobState.QUEUED,), JobState.EXPIRED, reason, now, cause=Cause.SCHEDULER, finished_at=now
             )
             line.leave(job_id)
-        free = gpu_inventory.free_devices(self.settings.inventory, running)
+        free = gpu_inventory.free_devices(self.inventory, running)
         for job_id in decision.start:
             gpus = line.job(job_id).gpus
             devices, free = free[:gpus], free[gpus:]
@@ -391,7 +397,7 @@ class LocalScheduler:
         as (decided here, once); a job that cannot run as it fails at start, saying why. A
         backend that starts slowly (a container) is asked in a thread, off the event loop."""
         try:
-            account = self._account_of(self.store.get(job_id))
+            account = self._account_of(self.store.job(job_id))
         except E31Error as error:
             self._started(job_id, None, error.message)
             return
@@ -422,16 +428,16 @@ class LocalScheduler:
         self.store.update(job_id, handle=json.dumps(handle))
         self._watch(job_id, handle)
         if job_id in self._stopping:  # cancelled or timed out while it was starting
-            self._stop({"id": job_id, "handle": json.dumps(handle)})
+            self._stop(job_id, handle)
 
-    def _account_of(self, job: dict) -> Account:
+    def _account_of(self, job: JobRecord) -> Account:
         """The Unix account ``job`` runs as (c.E31.jobs_run_as); E31Error when it cannot run here."""
-        return accounts.runs_as(job["owner"], self.settings.jobs_run_as)
+        return accounts.runs_as(job.owner, self.settings.jobs_run_as)
 
     def _account_or_none(self, job_id: str) -> Account | None:
         """The account the job runs as, or None for one that never could (nothing of it runs)."""
         try:
-            return self._account_of(self.store.get(job_id))
+            return self._account_of(self.store.job(job_id))
         except E31Error:
             return None
 
@@ -447,19 +453,19 @@ class LocalScheduler:
 
         threading.Thread(target=wait, name=f"e31-wait-{job_id}", daemon=True).start()
 
-    def _stop(self, job: dict) -> None:
-        """End a running job's processes (SIGTERM, grace, SIGKILL); its watcher then finishes it."""
-        self._stopping.add(job["id"])
-        handle = _unjson(job["handle"])
+    def _stop(self, job_id: str, handle: dict | None) -> None:
+        """End a running job's processes (SIGTERM, grace, SIGKILL); its watcher then finishes it.
+        A job still starting (no handle yet) is stopped once it has started (``_started``)."""
+        self._stopping.add(job_id)
         if handle is None:
             return
-        asyncio.get_running_loop().run_in_executor(None, self.backend.stop, job["id"], handle, self.settings.grace_s)
+        asyncio.get_running_loop().run_in_executor(None, self.backend.stop, job_id, handle, self.settings.grace_s)
 
     def _finish(self, job_id: str, exit_code: int | None, ended_at: float, start_error: str = "") -> None:
         """The job's process has ended: clean up what it left, release its GPUs, record why it ended."""
         self._stopping.discard(job_id)
-        job = self.store.get(job_id)
-        if job is None or job["state"] != JobState.RUNNING:
+        job = self.store.job(job_id)
+        if job is None or job.state != JobState.RUNNING:
             return
         self.backend.clean_up(job_id, self._account_or_none(job_id))
         jobdir = self.files.jobdir(job_id)
@@ -480,34 +486,35 @@ class LocalScheduler:
     def _adopt_running_jobs(self) -> None:
         """Watch jobs that still run; record the true end of those that ended meanwhile."""
         for job in self.store.jobs((JobState.RUNNING,)):
-            handle = _unjson(job["handle"]) or self._recover_handle(job["id"])
-            if handle is not None and self.backend.adopt(job["id"], handle):
-                log.info("e31: adopted running job %s", job["id"])
-                self._watch(job["id"], handle)
+            handle = job.handle or self._recover_handle(job.id)
+            if handle is not None and self.backend.adopt(job.id, handle):
+                log.info("e31: adopted running job %s", job.id)
+                self._watch(job.id, handle)
                 continue
-            jobdir = self.files.jobdir(job["id"])
-            if handle is None and not job["stop_requested"] and jobdir.never_started():
+            jobdir = self.files.jobdir(job.id)
+            if handle is None and not job.stop_requested and jobdir.never_started():
                 self._start_again(job)
                 continue
             manifest = jobdir.read_json(jobdir.manifest)
-            ended_at = (manifest or {}).get("finished_at") or jobdir.last_sign_of_life()
-            self._finish(job["id"], None, max(ended_at or job["started_at"], job["started_at"]))
+            started_at = job.started_at or self.clock()  # a running job has started_at
+            ended_at = (manifest or {}).get("finished_at") or jobdir.last_sign_of_life() or started_at
+            self._finish(job.id, None, max(ended_at, started_at))
 
-    def _start_again(self, job: dict) -> None:
+    def _start_again(self, job: JobRecord) -> None:
         """A server killed after recording a job as running but before starting its process: the
         job still holds its GPUs, so it starts on them now, and the meter counts from now."""
-        self.backend.clean_up(job["id"], self._account_or_none(job["id"]))  # e.g. a container never started
-        devices = job["granted"]
+        self.backend.clean_up(job.id, self._account_or_none(job.id))  # e.g. a container never started
+        devices = job.granted
         on = f" on GPU(s) {', '.join(devices)}" if devices else ""
         reason = (
             f"started after a restart{on}: the server had stopped before the job's process began, so nothing had run"
         )
         now = self.clock()
         self.store.transition(
-            job["id"], (JobState.RUNNING,), JobState.RUNNING, reason, now, cause=Cause.RESTART, started_at=now
+            job.id, (JobState.RUNNING,), JobState.RUNNING, reason, now, cause=Cause.RESTART, started_at=now
         )
-        log.info("e31: starting job %s, which the last server recorded as running but never started", job["id"])
-        self._start(job["id"], devices)
+        log.info("e31: starting job %s, which the last server recorded as running but never started", job.id)
+        self._start(job.id, devices)
 
     def _recover_handle(self, job_id: str) -> dict | None:
         """A server killed between starting a job and recording its handle: find the job's
@@ -526,19 +533,19 @@ def after_work_reason(manifest: dict) -> str:
     return "the notebook succeeded; after it, " + "; ".join(f["reason"] for f in failures)
 
 
-def cancelled_reason(job: dict) -> str:
+def cancelled_reason(job: JobRecord) -> str:
     """Why a job that was stopped on request ended (``StopRequest.CANCEL``, by whom)."""
-    return f"cancelled by {job['stop_by']}" if job["stop_by"] else "cancelled"
+    return f"{JobState.CANCELLED} by {job.stop_by}" if job.stop_by else str(JobState.CANCELLED)
 
 
-def final_state(job: dict, manifest: dict | None, exit_code: int | None, start_error: str) -> tuple[JobState, str]:
+def final_state(job: JobRecord, manifest: dict | None, exit_code: int | None, start_error: str) -> tuple[JobState, str]:
     """The process decides the state: a stop we asked for, else the worker's manifest, else how
     the process ended."""
     if start_error:
         return JobState.FAILED, f"could not start: {start_error}"
-    if job["stop_requested"] == StopRequest.CANCEL:
+    if job.stop_requested == StopRequest.CANCEL:
         return JobState.CANCELLED, cancelled_reason(job)
-    if job["stop_requested"] == StopRequest.TIMEOUT:
+    if job.stop_requested == StopRequest.TIMEOUT:
         return JobState.FAILED, f"timeout: ran longer than max_runtime ({format_seconds(job['max_runtime_s'])})"
     if manifest and manifest.get("status") == JobState.SUCCEEDED:
         return JobState.SUCCEEDED, after_work_reason(manifest)
@@ -556,7 +563,3 @@ def disk_full(path: Path, reason: str) -> bool:
         return shutil.disk_usage(path).free < 1 << 20
     except OSError:
         return False
-
-
-def _unjson(value):
-    return json.loads(value) if value else None

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 class Settings:
     """The queue's limits and prices, as the server's configuration (``server/config.py``) sets them."""
 
-    inventory: list[str]
+    inventory: list[str] | None  # the GPUs e31 hands out; None: a cluster's scheduler decides
     default_max_runtime_s: float = 86400.0
     gpu_hour_rate: float = 0.0
     currency: str = "USD"

@@ -59,7 +59,7 @@ class Staging:
                 "e31 command do that for you."
             )
         inbox = self.inbox_of(account).resolve()
-        data = body.get("data") if isinstance(body.get("data"), list) else []
+        data: list = body["data"] if isinstance(body.get("data"), list) else []
         for item in [*data, body.get("inputs") or None]:
             if isinstance(item, str) and not _inside(Path(item), inbox, account.uid):
                 raise InvalidRequest(

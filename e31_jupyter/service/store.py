@@ -16,8 +16,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from e31_jupyter.core.job import Request
 from e31_jupyter.core.states import FINAL_STATES, Cause, JobState, check_transition
+from e31_jupyter.service.job_record import JobRecord
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS jobs (
@@ -102,24 +102,6 @@ class _QueuedRows:
     @functools.cached_property
     def listed(self) -> list[sqlite3.Row]:
         return list(self.rows.values())
-
-
-def request_of(row) -> Request:
-    """What a job asks of the queue, from its row (at least REQUEST_COLUMNS): the one mapping."""
-    return Request(
-        gpus=row["gpus_requested"], max_runtime_s=row["max_runtime_s"], expected_runtime_s=row["expected_runtime_s"],
-        deadline=row["deadline"], max_runtime_given=bool(row["max_runtime_given"]),
-    )  # fmt: skip
-
-
-def _row(row: sqlite3.Row | None) -> dict | None:
-    if row is None:
-        return None
-    job = dict(row)
-    for column in _JSON_COLUMNS:
-        if column in job:
-            job[column] = json.loads(job[column])
-    return job
 
 
 def _encoded(fields: dict) -> dict:
@@ -265,9 +247,17 @@ class Store:
         with self._write() as db:
             db.execute(f"UPDATE jobs SET {sets} WHERE id = :id", {**fields, "id": job_id})
 
-    def get(self, job_id: str) -> dict | None:
+    def get(self, job_id: str) -> JobRecord | None:
         with self._lock:
-            return _row(self._db.execute("SELECT * FROM jobs WHERE id = ?", (job_id,)).fetchone())
+            row = self._db.execute("SELECT * FROM jobs WHERE id = ?", (job_id,)).fetchone()
+        return None if row is None else JobRecord.from_row(row)
+
+    def job(self, job_id: str) -> JobRecord:
+        """A job known to be recorded (jobs are never forgotten once acknowledged)."""
+        job = self.get(job_id)
+        if job is None:
+            raise KeyError(f"no job {job_id} in the store")
+        return job
 
     def jobs(
         self,
@@ -279,7 +269,7 @@ class Store:
         before: tuple[float, str] | None = None,
         limit: int | None = None,
         brief: bool = False,
-    ) -> list[dict]:
+    ) -> list[JobRecord]:
         """Jobs newest first, optionally only in some states, of one owner, with one fingerprint,
         among ``ids``, submitted before ``before`` (a job's ``(submitted_at, id)``: the next page after it), at
         most ``limit`` of them; ``brief``: only BRIEF_COLUMNS."""
@@ -297,7 +287,7 @@ class Store:
             sql += " LIMIT ?"
             params.append(limit)
         with self._lock:
-            return [_row(r) for r in self._db.execute(sql, params)]
+            return [JobRecord.from_row(r) for r in self._db.execute(sql, params)]
 
     def queued_requests(self) -> list[sqlite3.Row]:
         """What a policy needs of each queued job (REQUEST_COLUMNS) and no more. The queue can be
@@ -345,7 +335,7 @@ class Store:
                 (row, since),
             ).fetchall()
 
-    def ended_after(self, seq: int, since: float | None = None) -> list[dict]:
+    def ended_after(self, seq: int, since: float | None = None) -> list[JobRecord]:
         """Jobs that held GPUs and ended (a transition to an end state numbered after ``seq``, by
         any server), in the order they ended, with that transition's ``seq`` and BRIEF_COLUMNS;
         with ``since``, only those that finished after it."""
@@ -358,7 +348,7 @@ class Store:
             sql += " AND j.finished_at > ?"
             params.append(since)
         with self._lock:
-            return [_row(r) for r in self._db.execute(sql + " ORDER BY t.seq", params)]
+            return [JobRecord.from_row(r) for r in self._db.execute(sql + " ORDER BY t.seq", params)]
 
     def transitions_after(self, seq: int, limit: int = 1000) -> list[dict]:
         """State changes numbered after ``seq`` (by any server), oldest first, at most ``limit``:
@@ -388,7 +378,7 @@ class Store:
         sql = "SELECT COUNT(*) FROM jobs" + (f" WHERE {' AND '.join(where)}" if where else "")
         return self._db.execute(sql, params).fetchone()[0]
 
-    def ended_with_files(self, before: float, limit: int) -> list[dict]:
+    def ended_with_files(self, before: float, limit: int) -> list[JobRecord]:
         """Up to ``limit`` jobs that ended before ``before`` (or, never having run, were
         submitted before it) and still keep their files, oldest first."""
         marks = ", ".join("?" * len(FINAL_STATES))
@@ -398,9 +388,9 @@ class Store:
                 " AND json_extract(result, '$.deleted') IS NULL ORDER BY COALESCE(finished_at, submitted_at) LIMIT ?",
                 (*FINAL_STATES, before, limit),
             )
-            return [_row(r) for r in rows]
+            return [JobRecord.from_row(r) for r in rows]
 
-    def held_between(self, since: float, until: float) -> list[dict]:
+    def held_between(self, since: float, until: float) -> list[JobRecord]:
         """Jobs whose GPU hold overlaps [since, until] (BRIEF_COLUMNS): what the meter charges
         in that window."""
         with self._lock:
@@ -409,7 +399,7 @@ class Store:
                 " AND started_at < ? AND (finished_at IS NULL OR finished_at > ?)",
                 (until, since),
             )
-            return [_row(r) for r in rows]
+            return [JobRecord.from_row(r) for r in rows]
 
     def transitions(self, job_id: str) -> list[dict]:
         with self._lock:

@@ -42,8 +42,15 @@ class BackendStatus:
 class ProcessBackend(Protocol):
     """Runs each job's worker as a process (or a container) on this machine."""
 
-    starts_slowly: bool  # start() is called in a thread, off the server's event loop
-    container_limits: ContainerLimits | None  # the images, memory and CPUs a job may ask for; None: no containers
+    @property
+    def starts_slowly(self) -> bool:
+        """Whether ``start`` is called in a thread, off the server's event loop."""
+        ...
+
+    @property
+    def container_limits(self) -> ContainerLimits | None:
+        """The images, memory and CPUs a job may ask for; None: no containers."""
+        ...
 
     def start(self, job_id: str, jobdir: JobDir, devices: list[str], account: Account) -> dict:
         """Launch the worker as ``account`` on ``devices``; its handle."""
@@ -77,7 +84,8 @@ class ProcessBackend(Protocol):
 class ClusterBackend(Protocol):
     """A cluster whose own scheduler (Slurm) decides when and where each job runs."""
 
-    container_limits: ContainerLimits | None
+    @property
+    def container_limits(self) -> ContainerLimits | None: ...
 
     def claim_shared_dir(self, data_dir: Path) -> Path | None:
         """Where job folders go so the nodes see them; None: in the data directory."""

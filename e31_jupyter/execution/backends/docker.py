@@ -26,6 +26,7 @@ import math
 import os
 import signal
 import time
+from collections.abc import Sequence
 from pathlib import Path
 
 import docker
@@ -66,14 +67,14 @@ class DockerBackend:
     def __init__(
         self,
         image: str = "",
-        allowed_images: list[str] = (),
-        mounts: list[str] = (),
+        allowed_images: Sequence[str] = (),
+        mounts: Sequence[str] = (),
         network: str = "none",
         memory_bytes: int | None = None,
         cpus: float | None = None,
         user: str = "",
         python: str = "python3",
-        job_env: list[str] = (),
+        job_env: Sequence[str] = (),
     ):
         self.container_limits = ContainerLimits(image, list(allowed_images), memory_bytes, cpus)
         self.mounts = [_read_only_mount(m) for m in mounts]

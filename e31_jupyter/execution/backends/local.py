@@ -16,6 +16,7 @@ import os
 import signal
 import subprocess
 import sys
+from collections.abc import Sequence
 
 import psutil
 
@@ -31,7 +32,7 @@ class LocalBackend:
     starts_slowly = False
     container_limits = None
 
-    def __init__(self, python: str | None = None, job_env: list[str] = ()):
+    def __init__(self, python: str | None = None, job_env: Sequence[str] = ()):
         self.python = python or sys.executable
         self.job_env = list(job_env)  # c.E31.job_env: more variables for every job
         self._children: dict[int, subprocess.Popen] = {}  # workers this process started
