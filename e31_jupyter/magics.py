@@ -27,8 +27,9 @@ from traitlets import Int, Unicode
 from e31_jupyter import widgets
 from e31_jupyter.cli import arguments, commands, listing
 from e31_jupyter.cli.parser import build_parser
-from e31_jupyter.client import FINAL_STATES, E31Client, safe_destination
+from e31_jupyter.client import E31Client, safe_destination
 from e31_jupyter.core.errors import E31Error, InvalidRequest
+from e31_jupyter.core.states import ACTIVE_STATES, FINAL_STATES, JobState
 from e31_jupyter.core.text import format_gpu_hours
 from e31_jupyter.notebook import values
 from e31_jupyter.notebook.checks import left_behind_warnings, module_warnings
@@ -70,7 +71,7 @@ class JobFailed(Exception):
 
 
 def _fail_unless_succeeded(jobs: list[dict]) -> None:
-    ended_otherwise = [job for job in jobs if job["state"] != "succeeded"]
+    ended_otherwise = [job for job in jobs if job["state"] != JobState.SUCCEEDED]
     if ended_otherwise:
         raise JobFailed(
             "; ".join(f"job {job['id']} ({job['name']}) {listing.describe(job)}" for job in ended_otherwise)
@@ -263,13 +264,13 @@ class E31Magics(Magics):
 
     def _existing(self, fingerprint: str) -> dict | None:
         for job in self.client.jobs(fingerprint=fingerprint):  # newest first
-            if job["state"] in ("queued", "running", "succeeded") and not job.get("files_deleted"):
+            if job["state"] in (*ACTIVE_STATES, JobState.SUCCEEDED) and not job.get("files_deleted"):
                 return job
         return None
 
     def _attach(self, job: dict, wait: bool) -> dict:
         print(f"e31: this cell already ran as job {job['id']}; showing it (add --new to submit again)")
-        if job["state"] == "succeeded":
+        if job["state"] == JobState.SUCCEEDED:
             return self.collect(job["id"])
         self.show(job)
         return self._wait_and_collect(job) if wait else job
@@ -386,7 +387,7 @@ class E31Magics(Magics):
             self.show(job)
             print(f"e31: collect it once it has finished (%e31 wait {job_id} blocks until then).")
             return job
-        if job["state"] != "succeeded":
+        if job["state"] != JobState.SUCCEEDED:
             self.show(job)  # its widget shows the failing cell's traceback, once
             _fail_unless_succeeded([job])
         notebook = self._executed_notebook(job_id)

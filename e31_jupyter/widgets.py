@@ -21,7 +21,8 @@ from urllib.parse import quote, urlparse
 import ipywidgets as w
 from IPython.display import HTML, display, publish_display_data
 
-from e31_jupyter.client import FINAL_STATES, E31Client
+from e31_jupyter.client import E31Client
+from e31_jupyter.core.states import ACTIVE_STATES, FINAL_STATES, JobState
 from e31_jupyter.core.text import (
     format_age,
     format_gpu_hours,
@@ -36,8 +37,8 @@ from e31_jupyter.notebook.job_notebook import CELL_TAG
 POLL_FAST_S, POLL_SLOW_S = 0.5, 5.0
 JOBS_SHOWN = 50  # the newest jobs the jobs widget lists
 STATE_COLOURS = {
-    "queued": "#8a6d00", "running": "#1565c0", "succeeded": "#2e7d32",
-    "failed": "#c62828", "cancelled": "#616161", "expired": "#6a1b9a",
+    JobState.QUEUED: "#8a6d00", JobState.RUNNING: "#1565c0", JobState.SUCCEEDED: "#2e7d32",
+    JobState.FAILED: "#c62828", JobState.CANCELLED: "#616161", JobState.EXPIRED: "#6a1b9a",
 }  # fmt: skip
 LIVE_CLASS = "e31-live"
 _SNAPSHOT_STYLE = (
@@ -69,13 +70,13 @@ def badge(state: str) -> str:
 def status_line(job: dict, pool: dict | None = None) -> str:
     """One line on where the job stands: its place in line, its grant, or how it ended."""
     state = job["state"]
-    if state == "queued":
+    if state == JobState.QUEUED:
         text = format_position(job.get("queue_position"))
         text += "".join(f" · {words}" for words in format_outlook(job))
         if pool:
-            text += f" · {pool['total'] - pool['free']} of {pool['total']} GPUs busy ({pool['running']} jobs)"
+            text += f" · {pool['total'] - pool['free']} of {pool['total']} GPUs busy ({pool[JobState.RUNNING]} jobs)"
         return text
-    if state == "running":
+    if state == JobState.RUNNING:
         gpus = ", ".join(job["gpus"]) or "none"
         text = f"GPUs {gpus} · running for {format_seconds(_elapsed(job))} · {format_meter(job['meter'])}"
         return text + "".join(f" · {words}" for words in format_outlook(job))
@@ -156,7 +157,7 @@ class Poller:
                 changed = [x.refresh(jobs) for x in live]
             except Exception:  # the server is restarting, say: keep the widgets, try later
                 changed = []
-            busy = any(changed) or any(j["state"] == "running" for j in jobs.values())
+            busy = any(changed) or any(j["state"] == JobState.RUNNING for j in jobs.values())
             interval = POLL_FAST_S if busy else min(interval * 1.5, POLL_SLOW_S)
             self._wake.wait(interval)
             self._wake.clear()
@@ -234,9 +235,9 @@ class JobWidget(w.VBox):
         )
         self.line.value = status_line(job)
         self._show_progress(job)
-        self.cancel_button.layout.display = None if state in ("queued", "running") else "none"
-        self.collect_button.layout.display = None if state == "succeeded" else "none"
-        if self.log_box.selected_index == 0 and state == "running":
+        self.cancel_button.layout.display = None if state in ACTIVE_STATES else "none"
+        self.collect_button.layout.display = None if state == JobState.SUCCEEDED else "none"
+        if self.log_box.selected_index == 0 and state == JobState.RUNNING:
             self._show_log()
         if state in FINAL_STATES and (not was_final or first_update):
             self._show_results(job)
@@ -249,10 +250,10 @@ class JobWidget(w.VBox):
         done = progress.get("cells_done") or 0
         self.progress.max = max(total, 1)
         self.progress.value = min(done, self.progress.max)
-        visible = job["state"] == "running" or (job["state"] in FINAL_STATES and total)
+        visible = job["state"] == JobState.RUNNING or (job["state"] in FINAL_STATES and total)
         self.progress.layout.visibility = "visible" if visible else "hidden"
         current = progress.get("current_cell")
-        at = f", running cell {current + 1}" if current is not None and job["state"] == "running" else ""
+        at = f", running cell {current + 1}" if current is not None and job["state"] == JobState.RUNNING else ""
         self.progress_text.value = f"&nbsp;{done} of {total} cells{at}" if total else ""
 
     def _show_log(self) -> None:
@@ -268,18 +269,18 @@ class JobWidget(w.VBox):
         base = _api_path(self.client)
         try:
             files = self.client.files(self.job_id)
-            listing = self.client.values(self.job_id)["values"] if job["state"] == "succeeded" else []
+            listing = self.client.values(self.job_id)["values"] if job["state"] == JobState.SUCCEEDED else []
             notebook = self.client.notebook(self.job_id)
         except Exception:
             files, listing, notebook = [], [], None
         self.files.value = _files_html(base, self.job_id, files)
         self.values.value = _values_html(listing)
-        if job["state"] != "cancelled" and job.get("started_at"):
+        if job["state"] != JobState.CANCELLED and job.get("started_at"):
             href = f"{base}jobs/{quote(self.job_id)}/report"
             self.report_link.value = f'<a href="{href}" target="_blank" rel="noopener">Open report ↗</a>'
         if notebook is not None:
             with self.outputs:
-                replay_outputs(notebook, errors_only=job["state"] != "succeeded")
+                replay_outputs(notebook, errors_only=job["state"] != JobState.SUCCEEDED)
 
     # actions -------------------------------------------------------------------------------
 
@@ -444,9 +445,7 @@ def pool_html(pool: dict) -> str:
         f"{html.escape(g['job_name'] or g['owner'] or 'busy') if g['busy'] else 'free'}</td>"
         for g in pool["gpus"]
     )
-    return (
-        f"<b>GPUs</b> ({pool['free']} of {pool['total']} free, {pool['queued']} queued)<table><tr>{cells}</tr></table>"
-    )
+    return f"<b>GPUs</b> ({pool['free']} of {pool['total']} free, {pool[JobState.QUEUED]} queued)<table><tr>{cells}</tr></table>"
 
 
 def show_jobs(client: E31Client) -> JobsWidget:

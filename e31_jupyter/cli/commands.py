@@ -20,8 +20,9 @@ from e31_jupyter.cli.listing import (
     print_job_lines,
     print_warnings,
 )
-from e31_jupyter.client import FINAL_STATES, E31Client
+from e31_jupyter.client import E31Client
 from e31_jupyter.core.errors import E31Error
+from e31_jupyter.core.states import FINAL_STATES, JobState
 from e31_jupyter.core.text import format_size
 from e31_jupyter.notebook import values
 
@@ -59,7 +60,7 @@ def _follow_sweep(client: E31Client, bodies: list[dict], args) -> int:
         print(as_json(jobs))
     else:
         print_job_lines(jobs)
-    return 0 if not args.wait or all(job["state"] == "succeeded" for job in jobs) else 1
+    return 0 if not args.wait or all(job["state"] == JobState.SUCCEEDED for job in jobs) else 1
 
 
 def submit_sweep(client: E31Client, bodies: list[dict]) -> list[dict]:
@@ -98,7 +99,7 @@ def _follow_submitted(client: E31Client, job: dict, args) -> int:
         print(f"{job['id']}  {describe(job)}", file=sys.stderr)
     job = client.wait(job["id"], on_update=None if args.json else _progress_printer(job))
     print(as_json(job) if args.json else f"{job['id']}  {describe(job)}  {gpu_hours(job)} GPU-h")
-    return 0 if job["state"] == "succeeded" else 1
+    return 0 if job["state"] == JobState.SUCCEEDED else 1
 
 
 def _print_check(check: dict, args) -> int:
@@ -173,7 +174,7 @@ def cmd_wait(client: E31Client, args) -> int:
     for job_id in job_ids:
         ended.append(client.wait(job_id))
         print_job_lines(ended[-1:])
-    return 0 if all(job["state"] == "succeeded" for job in ended) else 1
+    return 0 if all(job["state"] == JobState.SUCCEEDED for job in ended) else 1
 
 
 def cmd_update(client: E31Client, args) -> int:

@@ -6,7 +6,7 @@ import json
 import sys
 from datetime import datetime
 
-from e31_jupyter.client import FINAL_STATES
+from e31_jupyter.core.states import FINAL_STATES, JobState
 from e31_jupyter.core.text import (
     format_age,
     format_gpu_hours,
@@ -28,22 +28,22 @@ def format_table(headers: list[str], rows: list[list]) -> str:
 def describe(job: dict) -> str:
     """The job's state in a few words: 'queued (position 2)', 'running on GPU 0 (3/10 cells)'."""
     state, reason = job["state"], job.get("reason")
-    if state == "queued":
+    if state == JobState.QUEUED:
         details = [f"position {job['queue_position']}"] if job.get("queue_position") else []
         details += format_outlook(job)
-        return f"queued ({', '.join(details)})" if details else "queued"
-    if state == "running" and reason and reason.startswith("cancelling"):
+        return f"queued ({', '.join(details)})" if details else JobState.QUEUED.value
+    if state == JobState.RUNNING and reason and reason.startswith("cancelling"):
         return reason
-    if state == "running":
-        text = "running on GPU " + ",".join(job["gpus"]) if job.get("gpus") else "running"
+    if state == JobState.RUNNING:
+        text = "running on GPU " + ",".join(job["gpus"]) if job.get("gpus") else JobState.RUNNING.value
         progress = job.get("progress") or {}
         details = [f"{progress['cells_done']}/{progress['cells_total']} cells"] if progress.get("cells_total") else []
         details += format_outlook(job)
         return f"{text} ({', '.join(details)})" if details else text
-    if state == "succeeded" and job.get("after_work_failures"):
+    if state == JobState.SUCCEEDED and job.get("after_work_failures"):
         steps = dict.fromkeys(f["step"] for f in job["after_work_failures"])
         return f"succeeded (after it, failed: {', '.join(steps)})"
-    return f"{state}: {reason}" if reason and state != "succeeded" else state
+    return f"{state}: {reason}" if reason and state != JobState.SUCCEEDED else state
 
 
 def gpu_hours(job: dict) -> str:
@@ -149,7 +149,7 @@ def format_gpus(inventory: dict) -> str:
     rows = [[gpu["id"], gpu.get("job"), gpu.get("job_name"), gpu.get("owner")] for gpu in inventory["gpus"]]
     summary = (
         f"{inventory['total']} GPUs ({inventory['source']}), {inventory['free']} free; "
-        f"{inventory['running']} running, {inventory['queued']} queued"
+        f"{inventory[JobState.RUNNING]} running, {inventory[JobState.QUEUED]} queued"
     )
     return format_table(["GPU", "JOB", "NAME", "OWNER"], rows) + "\n" + summary
 
@@ -181,4 +181,4 @@ def print_warnings(warnings) -> None:
 def describe_check(check: dict) -> str:
     """A checked submit in a line: 'train: would be queued (position 3, expected to start in
     12m, to end in 1h12m); nothing was submitted'."""
-    return f"{check['name']}: would be {describe({**check, 'state': 'queued'})}; nothing was submitted"
+    return f"{check['name']}: would be {describe({**check, 'state': JobState.QUEUED.value})}; nothing was submitted"

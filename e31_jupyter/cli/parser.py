@@ -26,8 +26,9 @@ from e31_jupyter.cli.commands import (
     cmd_update,
     cmd_wait,
 )
+from e31_jupyter.core.states import JobState
 
-STATES = ("queued", "running", "succeeded", "failed", "cancelled", "expired")
+STATES = tuple(state.value for state in JobState)
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -27,6 +27,7 @@ from e31_jupyter.core.fairshare import Usage
 from e31_jupyter.core.machines import Cluster
 from e31_jupyter.core.policy import Pending, Policy, Running, Snapshot
 from e31_jupyter.core.runtimes import RuntimeModel, ShortDemand, quantile
+from e31_jupyter.core.states import JobState
 
 TICK_S = 300.0
 STALL_TICKS = 100_000  # passes on an idle cluster that start nothing before a replay gives up
@@ -208,7 +209,7 @@ def summarise(outcomes: Sequence[Outcome], gpus: int, window: tuple[float, float
     return {
         "jobs": len(outcomes),
         "miss_rate": sum(not o.on_time for o in outcomes) / max(len(outcomes), 1),
-        "expired": sum(o.expired_at is not None for o in outcomes) / max(len(outcomes), 1),
+        JobState.EXPIRED.value: sum(o.expired_at is not None for o in outcomes) / max(len(outcomes), 1),
         "goodput": good / asked,
         "utilization": held / (gpus * (end - start)) if end > start else 0.0,
         "mean_jct_h": _mean([o.finished_at - o.job.submitted_at for o in ran]) / 3600,

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from datetime import datetime, timezone
 
+from e31_jupyter.core.states import JobState
+
 
 def format_seconds(seconds: float) -> str:
     """A compact span of time: '45s', '12m', '1h30m', '2d3h'."""
@@ -72,7 +74,7 @@ def format_outlook(job: dict, now: datetime | None = None) -> list[str]:
     start in 1h', 'to end in 1h30m', and why it is held back while GPUs are free, where it is;
     or that it is expected to expire; first, that it waits for other jobs to succeed, where it
     does. Of a running job: 'expected to end in 40m'."""
-    if job.get("state") == "running":
+    if job.get("state") == JobState.RUNNING:
         return [f"expected to end {format_until(job['expected_end'], now)}"] if job.get("expected_end") else []
     waiting = [f"waiting for {', '.join(job['waiting_for'])} to succeed"] if job.get("waiting_for") else []
     return waiting + _line_outlook(job, now)

@@ -25,6 +25,7 @@ import time
 from pathlib import Path
 
 from e31_jupyter.core.job import RESULTS_TAG
+from e31_jupyter.core.states import JobState
 from e31_jupyter.core.text import format_size
 from e31_jupyter.execution.jobdir import JobDir, write_json_atomic, write_text_atomic
 from e31_jupyter.execution.outputs import collect_files, failure, snapshot, write_reports
@@ -165,7 +166,7 @@ def run(jobdir: JobDir) -> dict:
     os.environ["E31_JOB_DIR"] = str(jobdir.path)  # the kernel finds its inputs here
     started_at = time.time()
     write_json_atomic(jobdir.baseline, snapshot(jobdir.work))
-    status, reason = "failed", ""
+    status, reason = JobState.FAILED, ""
     with Progress(jobdir, cells_total=None) as progress:  # a heartbeat from the first moment
         import nbformat
         import papermill
@@ -192,7 +193,7 @@ def run(jobdir: JobDir) -> dict:
                 request_save_on_cell_execute=True,
                 kernel_manager_class=_job_kernels(sockets, kernel_exits),
             )
-            status = "succeeded"
+            status = JobState.SUCCEEDED
         except Stopped:
             status, reason = "stopped", "stopped on request"
         except PapermillExecutionError as error:
@@ -205,11 +206,11 @@ def run(jobdir: JobDir) -> dict:
     signal.signal(signal.SIGTERM, signal.SIG_IGN)  # the notebook is done; let the results land
     finished_at = time.time()
     failures: list[dict] = []
-    if status == "failed" and _results_cell_failed(jobdir):  # the user's cells all ran
-        status, reason = "succeeded", ""
+    if status == JobState.FAILED and _results_cell_failed(jobdir):  # the user's cells all ran
+        status, reason = JobState.SUCCEEDED, ""
         failures.append(failure("values", f"the values were not saved: {_cell_error(jobdir)}"))
     manifest = {
-        "status": status,
+        "status": str(status),  # as the manifest's JSON has it: "succeeded", "failed" or "stopped"
         "reason": reason,
         "started_at": started_at,
         "finished_at": finished_at,
@@ -332,7 +333,7 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.INFO, format="%(message)s", stream=sys.stdout)
     manifest = run(JobDir(argv[0]))
     print(f"e31 worker: {manifest['status']} {manifest['reason']}".rstrip(), flush=True)
-    return 0 if manifest["status"] == "succeeded" else 1
+    return 0 if manifest["status"] == JobState.SUCCEEDED else 1
 
 
 if __name__ == "__main__":

@@ -33,6 +33,7 @@ from pathlib import Path
 
 from e31_jupyter.core.errors import Conflict, E31Error, InvalidRequest
 from e31_jupyter.core.job import JobSpec, Request
+from e31_jupyter.core.states import JobState
 from e31_jupyter.core.text import format_seconds
 from e31_jupyter.execution import accounts
 from e31_jupyter.execution.accounts import Account
@@ -63,12 +64,12 @@ PENDING_REASONS = {  # Slurm's reason, and what it means for the user
     "PartitionDown": "the partition is down",
 }
 ENDED = {  # Slurm's end states that say it all, in e31's words
-    "COMPLETED": ("succeeded", ""),
-    "CANCELLED": ("cancelled", "cancelled in Slurm (scancel)"),
-    "DEADLINE": ("expired", "deadline: Slurm found that the job could not end before its deadline"),
-    "OUT_OF_MEMORY": ("failed", "out of memory: the job used more memory than Slurm allows it"),
-    "PREEMPTED": ("failed", "preempted: Slurm stopped the job for another one"),
-    "BOOT_FAIL": ("failed", "the node Slurm picked failed to boot"),
+    "COMPLETED": (JobState.SUCCEEDED, ""),
+    "CANCELLED": (JobState.CANCELLED, "cancelled in Slurm (scancel)"),
+    "DEADLINE": (JobState.EXPIRED, "deadline: Slurm found that the job could not end before its deadline"),
+    "OUT_OF_MEMORY": (JobState.FAILED, "out of memory: the job used more memory than Slurm allows it"),
+    "PREEMPTED": (JobState.FAILED, "preempted: Slurm stopped the job for another one"),
+    "BOOT_FAIL": (JobState.FAILED, "the node Slurm picked failed to boot"),
 }
 UNUSABLE_NODE_STATES = {"down", "drained", "draining", "fail", "failing", "future", "unknown", "maint"}
 
@@ -342,13 +343,13 @@ def to_status(job: SlurmJob, position: int | None, jobdir: JobDir) -> BackendSta
     started = job.started and job.state not in QUEUED_STATES
     granted = job.gpus if job.gpus else (_allocated_gpus(jobdir) if started else [])
     status = BackendStatus(
-        state="queued", node=job.node if started else None, granted=granted if started else [],
+        state=JobState.QUEUED, node=job.node if started else None, granted=granted if started else [],
         started_at=job.start if started else None,
     )  # fmt: skip
     if job.state in QUEUED_STATES:
         status.reason, status.position = pending_reason(job.reason), position
     elif job.state in RUNNING_STATES:
-        status.state = "running"
+        status.state = JobState.RUNNING
     else:
         status.state, status.reason = final_state(job)
         status.finished_at = job.end if job.end is not None else time.time()
@@ -363,22 +364,22 @@ def pending_reason(reason: str) -> str:
     return f"pending in Slurm: {reason}" + (f" ({meaning})" if meaning else "")
 
 
-def final_state(job: SlurmJob) -> tuple[str, str]:
+def final_state(job: SlurmJob) -> tuple[JobState, str]:
     """e31's state and reason for a job that Slurm says has ended."""
     if job.state == "TIMEOUT":
         limit = f" (Slurm's limit: {format_seconds(job.time_limit_s)})" if job.time_limit_s else ""
-        return "failed", f"timeout: ran longer than max_runtime{limit}"
+        return JobState.FAILED, f"timeout: ran longer than max_runtime{limit}"
     if job.state == "NODE_FAIL":
-        return "failed", f"node failure: Slurm lost the node {job.node}".rstrip()
+        return JobState.FAILED, f"node failure: Slurm lost the node {job.node}".rstrip()
     if job.state in ENDED:
         return ENDED[job.state]
     if job.exit_code == NO_JOB_DIR_EXIT:
-        return "failed", (
+        return JobState.FAILED, (
             f"{job.node or 'the node'} cannot see the job's directory: job directories must be on a "
             "filesystem the nodes share (c.E31.slurm_shared_dir)"
         )  # fmt: skip
     code = f" with exit code {job.exit_code}" if job.exit_code else ""
-    return "failed", f"failed in Slurm ({job.state.lower()}{code}); see the job's log"
+    return JobState.FAILED, f"failed in Slurm ({job.state.lower()}{code}); see the job's log"
 
 
 def queue_position(job: SlurmJob, everyone: list[SlurmJob]) -> int | None:
@@ -401,9 +402,9 @@ def status_from_manifest(jobdir: JobDir) -> BackendStatus | None:
     manifest = jobdir.read_json(jobdir.manifest)
     if not manifest:
         return None
-    succeeded = manifest.get("status") == "succeeded"
+    succeeded = manifest.get("status") == JobState.SUCCEEDED
     return BackendStatus(
-        state="succeeded" if succeeded else "failed", reason="" if succeeded else manifest.get("reason", ""),
+        state=JobState.SUCCEEDED if succeeded else JobState.FAILED, reason="" if succeeded else manifest.get("reason", ""),
         granted=_allocated_gpus(jobdir), started_at=manifest.get("started_at"),
         finished_at=manifest.get("finished_at"), node=(jobdir.read_json(jobdir.path / ALLOCATION) or {}).get("node"),
     )  # fmt: skip
