@@ -4,7 +4,15 @@ from __future__ import annotations
 
 import random
 
-from e31_jupyter.core.policy import Pending, Running, edf_backfill, edf_order
+from e31_jupyter.core.machines import Cluster
+from e31_jupyter.core.policy import Decision, Pending, Running, Snapshot, edf_order, edf_walk
+
+
+def edf_backfill(pending: list[Pending], running: list[Running], total_gpus: int, now: float) -> Decision:
+    """``edf`` on one machine of ``total_gpus`` GPUs."""
+    free = total_gpus - sum(r.gpus for r in running)
+    return edf_walk(edf_order(pending), Snapshot(now, Cluster.one_machine(total_gpus, free), running))
+
 
 NOW = 1000.0
 

@@ -194,10 +194,6 @@ class JobSpec:
     def to_dict(self) -> dict:
         return asdict(self)
 
-    @classmethod
-    def from_dict(cls, d: dict) -> JobSpec:
-        return cls(**{**d, "request": Request(**d["request"])})
-
 
 _SUBMIT_FIELDS = {
     "path", "notebook", "notebook_name", "folder", "parameters", "data", "gpus", "max_runtime",

@@ -355,12 +355,6 @@ def edf_order(pending: Sequence[Pending]) -> list[Pending]:
     return sorted(pending, key=edf_priority)
 
 
-def edf_backfill(pending: Sequence[Pending], running: Sequence[Running], total_gpus: int, now: float) -> Decision:
-    """``edf`` on one machine of ``total_gpus`` GPUs."""
-    free = total_gpus - sum(r.gpus for r in running)
-    return edf_walk(edf_order(pending), Snapshot(now, Cluster.one_machine(total_gpus, free), running))
-
-
 # --- backfill (Slurm) -------------------------------------------------------------------------
 
 SLURM_MAX_AGE_S = 7 * 86400.0  # PriorityMaxAge default
