@@ -24,8 +24,8 @@ from types import FunctionType, ModuleType
 from IPython.core.magic import Magics, line_cell_magic, magics_class
 from traitlets import Int, Unicode
 
-from e31_jupyter import widgets
-from e31_jupyter.cli import arguments, commands, listing
+from e31_jupyter import request_options, widgets
+from e31_jupyter.cli import commands, listing
 from e31_jupyter.cli.parser import build_parser
 from e31_jupyter.client import E31Client, safe_destination
 from e31_jupyter.core.errors import E31Error, InvalidRequest
@@ -91,25 +91,15 @@ class Interrupted(KeyboardInterrupt):
 
 def _cell_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="%%e31 submit", description="Run this cell as an unattended job.")
-    parser.add_argument("--gpus", type=int, default=0)
-    parser.add_argument("--max-runtime", type=arguments.duration, metavar="DUR")
-    parser.add_argument("--expected-runtime", type=arguments.duration, metavar="DUR")
-    parser.add_argument("--deadline", metavar="WHEN", help="ISO 8601, +6h, 08:00, 8am or tomorrow 8am")
-    parser.add_argument("--after", action="append", metavar="JOB", help="start only once this job has succeeded")
-    parser.add_argument("--name")
-    parser.add_argument("--team")
+    options = request_options.CELL_OPTIONS
+    files_first = options.index("--output")  # its help lists --in and --out before the options on files
+    request_options.add(parser, options[:files_first], request_options.CELL)
     parser.add_argument(
         "--in", dest="inputs", metavar="NAMES",
         help="comma-separated names to capture besides those found; -NAME leaves one out",
     )  # fmt: skip
-    parser.add_argument("--out", dest="outputs", metavar="NAMES", help="names to return (default: all assigned)")
-    parser.add_argument("--output", dest="files", action="append", metavar="GLOB", help="files to collect")
-    parser.add_argument(
-        "--report", dest="reports", action="append", metavar="FORMAT",
-        help="report format, or `none` for no report (default: html)",
-    )  # fmt: skip
-    parser.add_argument("--data", action="append", metavar="PATH", help="a file or folder to copy in")
-    arguments.container_options(parser)
+    parser.add_argument("--out", dest="returns", metavar="NAMES", help="names to return (default: all assigned)")
+    request_options.add(parser, options[files_first:], request_options.CELL)
     after = parser.add_mutually_exclusive_group()
     after.add_argument("--wait", action="store_true", help="block until it ends, then collect")
     after.add_argument(
@@ -160,10 +150,10 @@ class E31Magics(Magics):
     # --- %%e31 submit ---------------------------------------------------------------------
 
     def submit_cell(self, argv: list[str], source: str) -> dict:
-        args = _cell_parser().parse_args(arguments.read_argv(argv))
+        args = _cell_parser().parse_args(request_options.read_argv(argv))
         names = self._names(source)
         imports, captured = self._inputs(names.reads, args.inputs)
-        outputs = _names(args.outputs) if args.outputs else names.assigns
+        outputs = _names(args.returns) if args.returns else names.assigns
         request = _request(args)
         body = {
             **request,
@@ -177,7 +167,7 @@ class E31Magics(Magics):
         warnings += module_warnings([source, *imports], Path.cwd(), data, _defined_in(captured))
         if args.check:  # the values are not captured: a check copies nothing
             return self.show_check(self.client.check(**body), warnings)
-        chosen = {"name": args.name, "in": args.inputs, "out": args.outputs}  # they change the job too
+        chosen = {"name": args.name, "in": args.inputs, "out": args.returns}  # they change the job too
         options = {**request, **{k: v for k, v in chosen.items() if v}}
         fingerprint = _fingerprint(_notebook_path(), source, options, values.digests(captured))
         if not args.new:
@@ -309,7 +299,7 @@ class E31Magics(Magics):
         """``%e31 collect JOB... [--to DIR]``: one job's files into DIR; several jobs' each into
         DIR/NAME (default: the outputs folder). Values of later jobs replace same-named earlier ones."""
         parser = _Parser(prog="%e31 collect")
-        parser.add_argument("job", metavar="JOB", nargs="+", help=arguments.JOB_HELP + " (several: each of them)")
+        parser.add_argument("job", metavar="JOB", nargs="+", help=request_options.JOB_HELP + " (several: each of them)")
         parser.add_argument(
             "--to", metavar="DIR",
             help=f"where files go (default {self.outputs_dir}/NAME; for several jobs, DIR/NAME)",
@@ -329,12 +319,13 @@ class E31Magics(Magics):
 
     def submit_notebook(self, argv: list[str]) -> dict | list[dict] | None:
         args = _cli_args(["submit", *argv])
-        bodies = arguments.submit_bodies(args)
+        bodies = request_options.submit_bodies(args)
         if len(bodies) > 1:
             return self._sweep(bodies, args)
         if args.check:
-            return self.show_check(arguments.as_typed_here(self.client.check(**bodies[0]), bodies[0]["path"]))
-        return self._follow(arguments.as_typed_here(self.client.submit(**bodies[0]), bodies[0]["path"]), args.wait)
+            return self.show_check(request_options.as_typed_here(self.client.check(**bodies[0]), bodies[0]["path"]))
+        submitted = self.client.submit(**bodies[0])
+        return self._follow(request_options.as_typed_here(submitted, bodies[0]["path"]), args.wait)
 
     def _sweep(self, bodies: list[dict], args) -> list[dict] | None:
         """A line per job of the sweep, and the jobs widget to follow them."""
@@ -352,7 +343,7 @@ class E31Magics(Magics):
     def resubmit(self, argv: list[str]) -> dict:
         """An earlier job's notebook again, as ``e31 resubmit`` takes it."""
         args = _cli_args(["resubmit", *argv])
-        job_id, changes = self.client.resolve(args.job), arguments.request_changes(args)
+        job_id, changes = self.client.resolve(args.job), request_options.request_changes(args)
         if args.check:
             return self.show_check(self.client.check_resubmit(job_id, **changes))
         return self._follow(self.client.resubmit(job_id, **changes), args.wait)
@@ -464,21 +455,9 @@ def _defined_in(captured: dict) -> list[str]:
 
 
 def _request(args: argparse.Namespace) -> dict:
-    request = {
-        "gpus": args.gpus,
-        "max_runtime": args.max_runtime,
-        "expected_runtime": args.expected_runtime,
-        "deadline": args.deadline,
-        "team": args.team,
-        "outputs": args.files,
-        "reports": args.reports,
-        "data": [os.path.abspath(p) for p in args.data] if args.data else None,
-        "image": args.image,
-        "memory": args.memory,
-        "cpus": args.cpus,
-        "after": args.after,
-    }
-    return {k: v for k, v in request.items() if v is not None}
+    """The cell's request options as given, but its name (chosen apart: the cell's first line if
+    not given)."""
+    return request_options.request_body(args, [flag for flag in request_options.CELL_OPTIONS if flag != "--name"])
 
 
 def _fingerprint(notebook_path: str, source: str, request: dict, inputs: dict[str, str] | None = None) -> str:
@@ -520,7 +499,7 @@ def _safe_name(name: str) -> str:
 def _cli_args(argv: list[str]) -> argparse.Namespace:
     """Parse with the e31 CLI's own parser, so the line magics take the CLI's options."""
     try:
-        args, extra = build_parser().parse_known_args(arguments.read_argv(argv))
+        args, extra = build_parser().parse_known_args(request_options.read_argv(argv))
     except SystemExit:  # argparse printed the usage or the help
         raise _Done() from None
     if extra:

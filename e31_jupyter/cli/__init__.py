@@ -1,6 +1,7 @@
 """The ``e31`` command: submit notebooks as GPU jobs, follow them, collect their output.
 
-``parser`` names the commands and their options, ``arguments`` turns options into a request,
+``parser`` names the commands and their options (a job's request options are
+``e31_jupyter.request_options``, which turns them into a request too),
 ``commands`` does each command through the client, ``listing`` formats what they print,
 ``launch`` starts Jupyter for ``e31 lab`` and ``e31 serve``.
 """
@@ -9,11 +10,11 @@ from __future__ import annotations
 
 import sys
 
-from e31_jupyter.cli.arguments import read_argv
 from e31_jupyter.cli.launch import LAUNCHERS, launch
 from e31_jupyter.cli.parser import build_parser
 from e31_jupyter.client import E31Client, read_token_file
 from e31_jupyter.core.errors import E31Error
+from e31_jupyter.request_options import read_argv
 
 
 def main(argv: list[str] | None = None) -> int:

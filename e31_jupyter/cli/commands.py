@@ -7,7 +7,6 @@ import time
 from fnmatch import fnmatchcase
 from pathlib import Path
 
-from e31_jupyter.cli.arguments import as_typed_here, request_changes, submit_bodies, update_changes
 from e31_jupyter.cli.listing import (
     as_json,
     describe,
@@ -25,6 +24,7 @@ from e31_jupyter.core.errors import E31Error
 from e31_jupyter.core.states import FINAL_STATES, JobState
 from e31_jupyter.core.text import format_size
 from e31_jupyter.notebook import values
+from e31_jupyter.request_options import as_typed_here, request_changes, submit_bodies, update_changes
 
 
 def cmd_submit(client: E31Client, args) -> int:

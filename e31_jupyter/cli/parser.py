@@ -4,14 +4,8 @@ from __future__ import annotations
 
 import argparse
 
-from e31_jupyter.cli.arguments import (
-    JOB_HELP,
-    container_options,
-    positive_int,
-    request_options,
-    update_options,
-    wait_or_check,
-)
+from e31_jupyter import request_options
+from e31_jupyter.cli.arguments import positive_int, wait_or_check
 from e31_jupyter.cli.commands import (
     cmd_cancel,
     cmd_collect,
@@ -27,6 +21,7 @@ from e31_jupyter.cli.commands import (
     cmd_wait,
 )
 from e31_jupyter.core.states import JobState
+from e31_jupyter.request_options import JOB_HELP
 
 STATES = tuple(state.value for state in JobState)
 
@@ -58,19 +53,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     submit = command("submit", cmd_submit, "submit a notebook as a job")
     submit.add_argument("notebook", metavar="NOTEBOOK", help="path of the notebook")
-    request_options(submit)
-    submit.add_argument(
-        "--sweep",
-        nargs="+",
-        action="append",
-        metavar=("NAME", "VALUE"),
-        help="submit one job per value of parameter NAME: --sweep lr 0.1 0.2, or --sweep lr=0.1,0.2 "
-        "(repeatable: one job per combination)",
-    )
-    submit.add_argument(
-        "--data", action="append", metavar="PATH", help="a file or folder to copy into the job (repeatable)"
-    )
-    container_options(submit)
+    request_options.add(submit, request_options.SUBMIT_OPTIONS, request_options.SUBMIT)
     wait_or_check(submit)
     json_flag(submit)
 
@@ -80,7 +63,7 @@ def build_parser() -> argparse.ArgumentParser:
         "(parameters are merged; the deadline is not carried over)",
     )  # fmt: skip
     resubmit.add_argument("job", metavar="JOB", help=JOB_HELP)
-    request_options(resubmit, defaults="the earlier job's")
+    request_options.add(resubmit, request_options.RESUBMIT_OPTIONS, request_options.RESUBMIT)
     wait_or_check(resubmit)
     json_flag(resubmit)
 
@@ -90,7 +73,7 @@ def build_parser() -> argparse.ArgumentParser:
         "each keeps its id and the jobs that wait for it, and takes its place in line anew",
     )  # fmt: skip
     update.add_argument("job", metavar="JOB", nargs="+", help=JOB_HELP + " (several: each of them)")
-    update_options(update)
+    request_options.add(update, request_options.UPDATE_OPTIONS, request_options.UPDATE)
     json_flag(update)
 
     jobs = command("jobs", cmd_jobs, "list jobs, newest first")
