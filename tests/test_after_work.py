@@ -15,7 +15,6 @@ import pytest
 from conftest import wait_for, wait_state, write_notebook
 from docker_fixtures import FULL_IMAGE, JOB_PACKAGES, package_files, python_files, shared_libraries, write_root_tarball
 from server_process import ServerProcess
-from test_docker import engine  # noqa: F401 (the session's dockerd)
 
 from e31_jupyter.cli import main
 from e31_jupyter.client import E31Client
@@ -135,7 +134,7 @@ def test_values_that_cannot_be_saved_are_listed_and_the_job_succeeds(server, tmp
 
 
 @pytest.fixture(scope="module")
-def images(engine):  # noqa: F811
+def images(engine):
     """e31-test:no-templates (e31-test:full without nbconvert's templates) and e31-test:slim
     (the shared libraries Python needs, and no Python)."""
     remover = engine.client.containers.run(

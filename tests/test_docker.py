@@ -10,8 +10,7 @@ from pathlib import Path
 
 import pytest
 from conftest import ts, wait_for, wait_state, write_notebook
-from docker_fixtures import BARE_IMAGE, FULL_IMAGE, DockerEngine, build_test_images, why_no_docker
-from support import cannot_run_here
+from docker_fixtures import BARE_IMAGE, FULL_IMAGE
 
 import e31_jupyter
 from e31_jupyter import magics
@@ -33,20 +32,6 @@ while not gate.exists() and time.time() - started < 120:
     time.sleep(0.05)
 assert gate.exists(), "the test never opened the gate"
 """
-
-
-@pytest.fixture(scope="session")
-def engine(tmp_path_factory):
-    """dockerd on its own socket with e31-test:full and e31-test:bare, for the whole session."""
-    reason = why_no_docker()
-    if reason:
-        cannot_run_here(reason)
-    engine = DockerEngine(tmp_path_factory.mktemp("dockerd")).start()
-    try:
-        build_test_images(engine, engine.root)
-        yield engine
-    finally:
-        engine.stop()
 
 
 @pytest.fixture
