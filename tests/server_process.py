@@ -55,20 +55,31 @@ class ServerProcess:
             f"--port={self.port}", "--ip=127.0.0.1", f"--IdentityProvider.token={self.token}",
             f"--ServerApp.root_dir={self.root_dir}", f"--E31.data_dir={self.data_dir}",
             "--E31.stop_grace=2",
+            "--ServerApp.port_retries=0",  # never another port, where another test's server may be
         ]  # fmt: skip
         if self.gpus:  # None or empty: NVML discovery, which finds none without a driver
             args.append(f"--E31.gpus={','.join(self.gpus)}")
         return launcher_argv("serve", args + self.extra_args)
 
-    def start(self, timeout: float = 60) -> ServerProcess:
-        self.port = free_port()
-        self.log_file = open(self.log_path, "ab")
-        env = {**os.environ, "JUPYTER_NO_CONFIG": "", "PYTHONUNBUFFERED": "1", **self.env}
-        self.proc = subprocess.Popen(
-            self.command(), stdout=self.log_file, stderr=subprocess.STDOUT, env=env,
-            stdin=subprocess.DEVNULL,
-        )  # fmt: skip
-        self.wait_ready(timeout)
+    def start(self, timeout: float = 180, attempts: int = 3) -> ServerProcess:
+        """Start on a free port. Tests run side by side (pytest-xdist), so another process may
+        take that port between ``free_port()`` and the server's bind: then try another."""
+        for attempt in range(attempts):
+            self.port = free_port()
+            self.log_file = open(self.log_path, "ab")
+            env = {**os.environ, "JUPYTER_NO_CONFIG": "", "PYTHONUNBUFFERED": "1", **self.env}
+            self.proc = subprocess.Popen(
+                self.command(), stdout=self.log_file, stderr=subprocess.STDOUT, env=env,
+                stdin=subprocess.DEVNULL,
+            )  # fmt: skip
+            try:
+                self.wait_ready(timeout)
+                return self
+            except RuntimeError:
+                self.log_file.close()
+                taken = f"The port {self.port} is already in use" in self.log_text()
+                if not taken or attempt == attempts - 1:
+                    raise
         return self
 
     def wait_ready(self, timeout: float) -> None:

@@ -36,7 +36,7 @@ def test_e31_lab_serves_jupyterlab_with_the_queue(tmp_path):
     lab = _start_lab(port, token, tmp_path / "data", tmp_path)
     try:
         base = f"http://127.0.0.1:{port}"
-        wait_for(lambda: _get(f"{base}/e31/api/gpus", token) == 200, timeout=60, what="e31 lab")
+        wait_for(lambda: _get(f"{base}/e31/api/gpus", token) == 200, timeout=180, what="e31 lab")
         assert _get(f"{base}/lab", token) == 200
         assert (tmp_path / "data" / "e31.sqlite").exists()
     finally:
@@ -128,7 +128,7 @@ def test_jupyterlab_whose_queue_cannot_start_answers_503_with_why(tmp_path):
     lab = _start_lab(port, token, blocker / "data", tmp_path)
     try:
         base = f"http://127.0.0.1:{port}"
-        wait_for(lambda: _get(f"{base}/lab", token) == 200, timeout=60, what="e31 lab")
+        wait_for(lambda: _get(f"{base}/lab", token) == 200, timeout=180, what="e31 lab")
         for method, path in (("GET", "jobs"), ("POST", "jobs"), ("GET", "jobs/x/log")):
             answer = requests.request(method, f"{base}/e31/api/{path}", headers={"Authorization": f"token {token}"},
                                       json={}, timeout=10)  # fmt: skip

@@ -81,7 +81,7 @@ class Machine:
             stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
             env={**os.environ, "JUPYTER_NO_CONFIG": "1"},
         )  # fmt: skip
-        wait_for(self._answers, timeout=60, what=f"the system scheduler (see {self.root / 'scheduler.log'})")
+        wait_for(self._answers, timeout=180, what=f"the system scheduler (see {self.root / 'scheduler.log'})")
 
     def _answers(self) -> bool:
         if self.scheduler.poll() is not None:
@@ -110,7 +110,7 @@ class Machine:
             umask=0o022,
         ))  # fmt: skip
         client = E31Client(f"http://127.0.0.1:{port}", token)
-        wait_for(lambda: _answers(client), timeout=60, what=f"{name}'s server (see {self.root}/server-{name}.log)")
+        wait_for(lambda: _answers(client), timeout=180, what=f"{name}'s server (see {self.root}/server-{name}.log)")
         return client
 
     def as_user(self, name: str, code: str, env: dict | None = None) -> subprocess.CompletedProcess:
@@ -356,7 +356,7 @@ def test_a_server_forwarding_to_a_scheduler_that_is_down_says_so(machine):
             except requests.ConnectionError:
                 return []
 
-        [response] = wait_for(answer, timeout=60, what="the forwarding server")
+        [response] = wait_for(answer, timeout=180, what="the forwarding server")
         assert response.status_code == 503
         assert "does not answer" in response.json()["message"] and "e31 serve --system" in response.json()["message"]
     finally:

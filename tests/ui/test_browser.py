@@ -17,6 +17,8 @@ from pathlib import Path
 import pytest
 from browser.labserver import CHROMIUM
 
+pytestmark = [pytest.mark.browser, pytest.mark.slow]
+
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[1]
 
@@ -27,10 +29,11 @@ def test_browser_suite():
         f"{CHROMIUM} is missing: install scripts/system-packages/browser.txt (bash scripts/install-system-packages.sh)"
     )
     files = sorted(str(p) for p in (HERE / "browser").glob("browser_*.py"))
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST_XDIST")}  # not a worker of ours
     run = subprocess.run(
         [sys.executable, "-m", "pytest", *files, "-v", "-p", "no:cacheprovider",
          "-o", "addopts=", "--timeout=300"],
-        cwd=REPO, capture_output=True, text=True, timeout=880,
+        cwd=REPO, capture_output=True, text=True, timeout=880, env=env,
     )  # fmt: skip
     output = run.stdout + run.stderr
     print(output)
