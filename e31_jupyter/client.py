@@ -288,7 +288,7 @@ class E31Client:
         Layout: ``job.json`` (the job with its transitions), ``<notebook>.executed.ipynb`` and
         ``<notebook>.executed.html`` when the server has them, the collected files under
         ``files/`` at their relative paths, and the values a ``%%e31`` cell returned under
-        ``values/`` (``e31_jupyter.notebook.values.load`` reads them).
+        ``values/`` (``e31_jupyter.values.load`` reads them).
         """
         job = self.job(job_id)
         if job["state"] not in FINAL_STATES:

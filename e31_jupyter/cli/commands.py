@@ -247,7 +247,7 @@ def cmd_collect(client: E31Client, args) -> int:
         returned = list(values.read_index(folder / "values"))
         if returned:
             print(f"  values {', '.join(returned)} in {folder / 'values'}; in Python: "
-                  f"e31_jupyter.notebook.values.load({str(folder / 'values')!r})")  # fmt: skip
+                  f"e31_jupyter.values.load({str(folder / 'values')!r})")  # fmt: skip
 
     return _each(client, args.job, collect)
 

@@ -198,7 +198,7 @@ class ClusterScheduler:
         finally:
             self._poll_task = None
         for job_id, status in statuses.items():
-            job = self.store.job(job_id)  # as it is now: a cancel may have come meanwhile
+            job = self.store.get(job_id)  # as it is now: a cancel may have come meanwhile
             if job is not None and job.state in ACTIVE_STATES:
                 self._follow(job, status)
         for job_id, handle in self._expire_let_down():

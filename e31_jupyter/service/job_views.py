@@ -32,7 +32,7 @@ class JobViews:
         self.clock = clock
 
     def visible_job(self, caller: Caller, job_id: str) -> JobRecord:
-        job = self.store.job(job_id) if isinstance(job_id, str) else None
+        job = self.store.get(job_id) if isinstance(job_id, str) else None
         if job is None or not (caller.is_admin or job.owner == caller.name):
             raise NotFound(f"No job {job_id!r}. List your jobs with `e31 jobs`.")
         return job

@@ -464,7 +464,7 @@ class LocalScheduler:
     def _finish(self, job_id: str, exit_code: int | None, ended_at: float, start_error: str = "") -> None:
         """The job's process has ended: clean up what it left, release its GPUs, record why it ended."""
         self._stopping.discard(job_id)
-        job = self.store.job(job_id)
+        job = self.store.get(job_id)
         if job is None or job.state != JobState.RUNNING:
             return
         self.backend.clean_up(job_id, self._account_or_none(job_id))

@@ -1,6 +1,6 @@
 """Jobs on a Slurm cluster, through Slurm's own commands (sbatch, squeue, sacct, scancel).
 
-Slurm schedules: this backend has ``schedules = True`` and ``cluster_queue.ClusterQueue``
+Slurm schedules: this backend is a ``ClusterBackend`` and ``cluster_scheduler.ClusterScheduler``
 follows it; e31's policy and GPU inventory are not used. A job is handed over at submit as a
 batch script in its directory that runs the same worker as the local backend,
 ``python -m e31_jupyter.execution.worker JOBDIR``, so progress, the executed notebook, the collected files
@@ -117,7 +117,7 @@ class SlurmJob:
 
 
 class SlurmBackend:
-    schedules = True
+    container_limits = None
 
     def __init__(
         self,
