@@ -20,7 +20,7 @@ from support import EXAMPLES, GATED, cannot_run_here, ts, wait_for, wait_state, 
 
 from e31_jupyter.client import E31Client
 
-SERVER_FIXTURES = {"start_server", "server", "client"}
+SERVER_FIXTURES = {"start_server", "server", "client", "live"}  # live: test_fuzz.py's own server
 # fixture -> (markers, xdist group): what a test that uses it needs, and shares with others
 SHARED = {
     "slurm": (("slurm", "slow"), "slurm"),

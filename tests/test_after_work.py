@@ -61,6 +61,7 @@ def server_without_templates(python_without_templates, tmp_path):
     server.stop()
 
 
+@pytest.mark.slow
 def test_a_report_that_cannot_be_rendered_leaves_the_job_succeeded_and_says_why(
     server_without_templates, tmp_path, capsys
 ):

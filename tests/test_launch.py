@@ -31,6 +31,7 @@ def _start_lab(port: int, token: str, data_dir, root_dir) -> subprocess.Popen:
         return subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT)
 
 
+@pytest.mark.slow
 def test_e31_lab_serves_jupyterlab_with_the_queue(tmp_path):
     port, token = free_port(), "lab-token"
     lab = _start_lab(port, token, tmp_path / "data", tmp_path)
@@ -49,6 +50,7 @@ def test_e31_serve_runs_only_the_queue(server):
     assert _get(f"{server.url}/lab", server.token) == 404
 
 
+@pytest.mark.slow
 def test_configuration_file_sets_the_inventory_and_rate(tmp_path):
     config = tmp_path / "e31_config.py"
     config.write_text(
@@ -80,13 +82,14 @@ def test_without_a_driver_the_inventory_is_empty(start_server, tmp_path):
     assert pool == {**pool, "gpus": [], "total": 0, "source": "nvml"}
 
 
+@pytest.mark.slow
 def test_an_unwritable_data_directory_is_a_clear_start_up_error(tmp_path):
     blocker = tmp_path / "file-not-dir"
     blocker.write_text("x")
     server = ServerProcess(blocker / "data", gpus=["0"], root_dir=tmp_path, log_path=tmp_path / "server.log")
     try:
         with pytest.raises(RuntimeError, match="exited early"):
-            server.start(timeout=30)
+            server.start(timeout=180)
         assert server.proc.returncode == 1
         assert "Traceback" not in server.log_text()
         assert "is not writable" in server.log_text()
@@ -95,6 +98,7 @@ def test_an_unwritable_data_directory_is_a_clear_start_up_error(tmp_path):
         server.stop()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "setting, message",
     [
@@ -111,7 +115,7 @@ def test_a_bad_setting_is_a_clear_start_up_error(tmp_path, setting, message):
     server = ServerProcess(tmp_path / "data", gpus=["0"], root_dir=tmp_path, extra_args=[setting])
     try:
         with pytest.raises(RuntimeError, match="exited early"):
-            server.start(timeout=30)
+            server.start(timeout=180)
         assert server.proc.returncode == 1
         assert message in server.log_text()
         assert "Traceback" not in server.log_text()
@@ -119,6 +123,7 @@ def test_a_bad_setting_is_a_clear_start_up_error(tmp_path, setting, message):
         server.stop()
 
 
+@pytest.mark.slow
 def test_jupyterlab_whose_queue_cannot_start_answers_503_with_why(tmp_path):
     """JupyterLab has other work than the queue: it keeps serving, and every e31 call says why
     the queue is not there (never a 500, never a 404 that looks like a missing job)."""

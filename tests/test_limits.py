@@ -80,6 +80,7 @@ def test_targets_are_held_to_the_baselines_beside_them():
     assert limits.targets_met(row(0.11, 0.1, 0.89, 0.99), baselines) == []
 
 
+@pytest.mark.slow
 def test_the_benchmark_prints_every_row_with_the_targets_it_meets(tmp_path):
     rng = random.Random(5)
     rows = [(i * 30, rng.choice([60, 600, 6000]), rng.choice([1, 2, 8, 16]), rng.choice("pq")) for i in range(300)]

@@ -8,6 +8,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from e31_jupyter.service.queue import Queue
 from e31_jupyter.service.settings import Settings
 
@@ -50,6 +52,7 @@ def test_the_line_keeps_its_order_until_the_priorities_are_due_again(tmp_path):
     store.close()
 
 
+@pytest.mark.slow
 def test_the_pass_benchmark_times_a_steady_queue_for_each_policy_asked(tmp_path):
     """CI-sized: the benchmark's own checks (nothing starts or expires in the timed passes) hold,
     and it reports every figure. Timings are the benchmark's to print, not this test's to judge."""

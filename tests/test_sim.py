@@ -163,6 +163,7 @@ def test_summary_figures_on_a_hand_made_replay():
 # -- the benchmark -------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_the_benchmark_reads_other_trace_formats_and_prints_json(tmp_path):
     rng = random.Random(1)
     rows = [(i * 60, rng.choice([60, 600, 6000]), rng.choice([1, 2, 8]), rng.choice("pq")) for i in range(200)]
@@ -192,6 +193,7 @@ def test_the_benchmark_reads_other_trace_formats_and_prints_json(tmp_path):
     assert plot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
+@pytest.mark.slow
 def test_the_benchmark_times_each_policys_pass_over_10000_queued_jobs_in_turns(tmp_path):
     """The column "10k pass ms": a figure for every policy asked for. Their passes take turns,
     each round in a new order, so that all of them meet the machine alike. Timings are the
@@ -223,6 +225,7 @@ def test_the_benchmark_times_each_policys_pass_over_10000_queued_jobs_in_turns(t
     assert turns == ["a", "b", "c", "b", "c", "a", "c", "a", "b"]
 
 
+@pytest.mark.slow
 def test_the_forecast_benchmark_checks_expected_starts_against_the_replay(tmp_path):
     rng = random.Random(2)
     rows = [(i * 120, rng.choice([300, 900, 3600]), rng.choice([1, 1, 2, 4]), rng.choice("uv")) for i in range(300)]

@@ -44,6 +44,7 @@ def test_a_view_of_an_array_is_digested_as_its_values():
     assert digests({"v": grid[:, 1:3]}) == digests({"v": np.ascontiguousarray(grid[:, 1:3])})
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "value",
     [lambda x: x, {1, 2}, frozenset({1}), object(), [1, lambda: 0], {"f": print}, np.array([1, "a"], dtype=object),
@@ -56,6 +57,7 @@ def test_what_may_pickle_differently_in_another_kernel_gets_none(value):
     assert digests({"x": value}) == {}
 
 
+@pytest.mark.slow
 def test_the_digests_are_the_same_in_another_process():
     """Equal values in another kernel (another hash seed) have equal digests."""
     code = (

@@ -13,6 +13,10 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
+pytestmark = pytest.mark.slow
+
 BENCHMARK = Path(__file__).resolve().parents[2] / "benchmarks" / "load.py"
 
 

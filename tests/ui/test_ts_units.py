@@ -7,6 +7,10 @@ import shutil
 import subprocess
 from pathlib import Path
 
+import pytest
+
+pytestmark = pytest.mark.slow  # jest, in its own node process
+
 LABEXTENSION = Path(__file__).resolve().parents[2] / "labextension"
 
 
