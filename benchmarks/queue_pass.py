@@ -95,8 +95,10 @@ def measure(data_dir: Path, policy_name: str, queued: int, gpus: int, passes: in
 
     due = _median_ms(after_refresh, passes)
     _still_queued(queue, queued + passes)
-    snapshot = scheduler._line_seen  # each pass on a copy: a snapshot keeps what it works out
-    jobs = random.Random(2).sample(scheduler._line.ordered, len(scheduler._line))  # unsorted, as the store gives them
+    snapshot = scheduler.line._seen  # each pass on a copy: a snapshot keeps what it works out
+    jobs = random.Random(2).sample(
+        scheduler.line.current.ordered, len(scheduler.line.current)
+    )  # unsorted, as the store gives them
     alone = _median_ms(lambda: POLICIES[policy_name].decide(jobs, replace(snapshot)), passes)
     queue.store.close()
     return {

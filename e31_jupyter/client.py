@@ -33,12 +33,10 @@ NO_SERVER_HINT = (
 )
 
 
-class E31Client:
-    """Talks to an e31 server: submit jobs, follow them, collect their output.
-
-    The server is ``url``/``token`` if given, else ``$E31_URL``/``$E31_TOKEN``, else the first
-    running Jupyter server on this machine that serves the e31 API.
-    """
+class Connection:
+    """The HTTP session to one e31 server: found (``url``/``token`` if given, else ``$E31_URL`` and
+    its token, else ``$E31_SOCKET``, else the first running Jupyter server on this machine that
+    serves the e31 API, else the system scheduler's socket), authenticated, and asked."""
 
     def __init__(self, url: str | None = None, token: str | None = None):
         self.session = requests.Session()
@@ -80,9 +78,7 @@ class E31Client:
                 return True
         return False
 
-    # -- transport --------------------------------------------------------------------------
-
-    def _request(self, method: str, path: str, **kwargs) -> requests.Response:
+    def request(self, method: str, path: str, **kwargs) -> requests.Response:
         try:
             response = self.session.request(method, self.api + path, timeout=TIMEOUT, **kwargs)
         except requests.RequestException as exc:
@@ -93,8 +89,31 @@ class E31Client:
             raise _error_from(response)
         return response
 
+    def json(self, method: str, path: str, **kwargs):
+        return self.request(method, path, **kwargs).json()
+
+    def save(self, url_path: str, destination: Path, private: bool = False) -> None:
+        """Stream ``url_path`` into ``destination``; a ``private`` file is this user's alone (0600)."""
+        destination.parent.mkdir(parents=True, exist_ok=True)
+        with self.request("GET", url_path, stream=True) as response:
+            with _private_file(destination) if private else open(destination, "wb") as out:
+                for chunk in response.iter_content(chunk_size=1 << 20):
+                    out.write(chunk)
+
+
+class E31Client:
+    """Talks to an e31 server: submit jobs, follow them, collect their output.
+
+    The server is ``url``/``token`` if given, else ``$E31_URL``/``$E31_TOKEN``, else the first
+    running Jupyter server on this machine that serves the e31 API (``Connection``).
+    """
+
+    def __init__(self, url: str | None = None, token: str | None = None):
+        self.connection = Connection(url, token)
+        self.url = self.connection.url
+
     def _json(self, method: str, path: str, **kwargs):
-        return self._request(method, path, **kwargs).json()
+        return self.connection.json(method, path, **kwargs)
 
     # -- the API ----------------------------------------------------------------------------
 
@@ -206,18 +225,18 @@ class E31Client:
 
     def report(self, job_id: str) -> str:
         """The HTML report of the executed notebook."""
-        return self._request("GET", f"jobs/{quote(job_id)}/report").text
+        return self.connection.request("GET", f"jobs/{quote(job_id)}/report").text
 
     def files(self, job_id: str) -> list[dict]:
         """The collected files: ``[{"path": ..., "size": ...}]``."""
         return self._json("GET", f"jobs/{quote(job_id)}/files")["files"]
 
     def download(self, job_id: str, path: str) -> bytes:
-        return self._request("GET", _file_url(job_id, path)).content
+        return self.connection.request("GET", _file_url(job_id, path)).content
 
     def save_file(self, job_id: str, path: str, destination: Path) -> None:
         """Stream one collected file to ``destination`` (large files never sit in memory)."""
-        self._save(_file_url(job_id, path), destination)
+        self.connection.save(_file_url(job_id, path), destination)
 
     def values(self, job_id: str) -> dict:
         """The values a job returned: ``{"values": [{name, type, size, skipped, module}], "files": [...]}``."""
@@ -232,19 +251,11 @@ class E31Client:
             folder.mkdir(mode=0o700, parents=True, exist_ok=True)
             folder.chmod(0o700)
         for name in listing["files"]:
-            self._save(f"jobs/{quote(job_id)}/values/{quote(name)}", folder / name, private=True)
+            self.connection.save(f"jobs/{quote(job_id)}/values/{quote(name)}", folder / name, private=True)
         return listing
 
     def info(self) -> dict:
         return self._json("GET", "info")
-
-    def _save(self, url_path: str, destination: Path, private: bool = False) -> None:
-        """Stream ``url_path`` into ``destination``; a ``private`` file is this user's alone (0600)."""
-        destination.parent.mkdir(parents=True, exist_ok=True)
-        with self._request("GET", url_path, stream=True) as response:
-            with _private_file(destination) if private else open(destination, "wb") as out:
-                for chunk in response.iter_content(chunk_size=1 << 20):
-                    out.write(chunk)
 
     def log(self, job_id: str, offset: int = 0) -> dict:
         """Log text from byte ``offset``: ``{"text", "offset" (the next one), "final"}``."""

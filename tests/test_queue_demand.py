@@ -17,7 +17,7 @@ def _job(job_id: str, submitted_at: float, gpus: int, expected_s: float) -> dict
 
 
 def _demand(queue: Queue, now: float) -> float:
-    return queue.scheduler.history.snapshot(now, queue.settings.inventory, []).demand.busiest(now)
+    return queue.scheduler.line.history.snapshot(now, queue.settings.inventory, []).demand.busiest(now)
 
 
 def test_short_jobs_of_the_last_day_are_counted_once_whoever_recorded_them(tmp_path):

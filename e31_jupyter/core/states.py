@@ -63,7 +63,7 @@ USER, SCHEDULER, PROCESS_END, RESTART = Cause.USER, Cause.SCHEDULER, Cause.PROCE
 TRANSITIONS: dict[tuple[JobState, JobState], frozenset[Cause]] = {
     (Q, Q): frozenset({USER}),  # its request, name or team changed in place (e31 update)
     (Q, R): frozenset({SCHEDULER}),  # granted its GPUs (or started by the cluster)
-    (Q, C): frozenset({USER}),  # cancelled while it waited
+    (Q, C): frozenset({USER, SCHEDULER}),  # cancelled while it waited (or withdrawn by a cluster's admin)
     (Q, X): frozenset({SCHEDULER}),  # its deadline became hopeless, or the jobs it waited for failed
     (Q, F): frozenset({RESTART, PROCESS_END}),  # lost while handed to a cluster; or the cluster ended it
     (Q, S): frozenset({PROCESS_END}),  # a cluster ran it between two looks

@@ -251,7 +251,7 @@ class ClusterScheduler:
             )  # fmt: skip
         if status.state in FINAL_STATES:
             state, reason = self._final(job, status)
-            cause = Cause.SCHEDULER if state == JobState.EXPIRED else Cause.PROCESS_END
+            cause = _cause_of_end(job, state)
             self.store.transition(
                 job.id, ACTIVE_STATES, state, reason, status.finished_at or self.clock(), cause=cause,
                 finished_at=status.finished_at or self.clock(), result=self.files.result_or_none(job.id),
@@ -274,3 +274,15 @@ class ClusterScheduler:
         if status.state == JobState.SUCCEEDED and manifest.get("status") == JobState.SUCCEEDED:
             return status.state, after_work_reason(manifest) or status.reason
         return status.state, status.reason
+
+
+def _cause_of_end(job: JobRecord, state: str) -> Cause:
+    """What ended a job the cluster says has ended: the process, unless it never ran (a user's
+    cancel, or the cluster withdrawing or expiring it)."""
+    if job.state == JobState.RUNNING:
+        return Cause.PROCESS_END
+    if state == JobState.CANCELLED and job.stop_requested == StopRequest.CANCEL:
+        return Cause.USER
+    if state in (JobState.CANCELLED, JobState.EXPIRED):
+        return Cause.SCHEDULER
+    return Cause.PROCESS_END

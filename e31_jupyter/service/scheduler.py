@@ -15,19 +15,17 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-import math
 import shutil
 import signal
 import threading
 import time
-from dataclasses import replace
 from pathlib import Path
 from typing import Protocol
 
 from e31_jupyter.core import policy
-from e31_jupyter.core.after import Standing, broken_reason, standing
+from e31_jupyter.core.after import broken_reason
 from e31_jupyter.core.errors import Conflict, E31Error
-from e31_jupyter.core.forecast import Forecast, run_forward
+from e31_jupyter.core.forecast import Forecast
 from e31_jupyter.core.job import JobSpec
 from e31_jupyter.core.queue_order import Line
 from e31_jupyter.core.states import Cause, JobState, StopRequest
@@ -40,7 +38,7 @@ from e31_jupyter.service.admission import Revision
 from e31_jupyter.service.job_files import JobFiles, Retention
 from e31_jupyter.service.job_record import JobRecord
 from e31_jupyter.service.leadership import Leadership
-from e31_jupyter.service.policy_input import History, PendingJobs, pending, standing_of
+from e31_jupyter.service.line_keeper import LineKeeper
 from e31_jupyter.service.settings import Settings
 from e31_jupyter.service.store import Store
 
@@ -48,7 +46,6 @@ log = logging.getLogger("e31")
 
 TIMED_PASS_S = 1.0  # how often it schedules with nothing new (deadlines become hopeless)
 PASS_GAP_S = 0.05  # submits and cancels closer than this (or than 2 passes' time) share one pass
-LINE_MAX_AGE_S = 1.0  # how stale a place in line may be shown after the queue changed
 
 Device = tuple[str, bool, "JobRecord | None"]  # a GPU's name, whether it is busy, and the job holding it
 
@@ -118,24 +115,12 @@ class LocalScheduler:
         self.leadership = Leadership(data_dir, elected=self._elected, tick=self._tick)
         self.retention = Retention(files, settings.delete_files_after_s)
         self.inventory: list[str] = settings.inventory or []  # a cluster's has none: not this scheduler
-        self.history = History(
-            store,
-            machine_gpus=len(settings.inventory or ()),
-            long_share=settings.long_jobs_share,
-            max_gpus_per_owner=settings.max_gpus_per_user,
-        )
+        self.line = LineKeeper(store, self.policy, settings, clock)
         self._stopping: set[str] = set()  # running jobs being stopped by this scheduler
         self._seen_version = -1  # the store's data_version at the last look
         self._last_pass = 0.0  # time.monotonic() of the last scheduling pass
         self._pass_s = 0.0  # how long it took
         self._pass_due = False  # a pass is set to run soon (schedule_soon)
-        self._line: Line | None = None  # the queue in order, for places in line
-        self._pending_jobs = PendingJobs()  # the queued jobs as the policy sees them, kept between passes
-        self._line_seen: policy.Snapshot | None = None  # what the policy saw when the line was made
-        self._forecast: tuple[Line | None, Forecast] = (None, Forecast())  # a line's forecast
-        self._line_made = (0.0, (0, 0))  # when (time.monotonic()) and at which store.version()
-        # Queued jobs out of the line, waiting for others (--after): where they stand, and the job.
-        self._waiting_for_others: dict[str, tuple[Standing, policy.Pending]] = {}
         self._loop: asyncio.AbstractEventLoop | None = None
 
     @property
@@ -180,18 +165,14 @@ class LocalScheduler:
 
     async def submitted(self, job: JobRecord) -> None:
         if job.state == JobState.QUEUED:
-            self._rejoin_line(job)
+            self.line.rejoin(job)
         self.schedule_soon()
 
     async def hand_change(self, job: JobRecord, revision: Revision) -> None:
         """Nothing to do first: the queue holds its jobs itself."""
 
     def request_changed(self, job: JobRecord, after_changed: bool) -> None:
-        if after_changed:
-            self._line = None  # who waits for whom changed: the line is made anew when next asked
-        else:
-            self._rejoin_line(job)
-        self._forecast = (None, Forecast())  # the line changed in place: forecast it again
+        self.line.changed(job, after_changed)
         self.schedule_soon()
 
     async def cancel(self, job: JobRecord, by: str) -> None:
@@ -201,7 +182,7 @@ class LocalScheduler:
             if self.store.transition(
                 job_id, (JobState.QUEUED,), JobState.CANCELLED, reason, now, cause=Cause.USER, finished_at=now
             ):
-                self._leave_line(job_id)
+                self.line.leave(job_id)
                 self.schedule_soon()
                 return
             job = self.store.job(job_id)  # it started meanwhile: cancel the running job
@@ -214,105 +195,23 @@ class LocalScheduler:
         if self.is_scheduler and job_id not in self._stopping:
             self._stop(job.id, job.handle)
 
-    # --- the line ---------------------------------------------------------------------------
+    # --- what the views ask ----------------------------------------------------------------
 
     def positions(self) -> Line:
-        """Place in line of each queued job (``.get(id)``, 1 = next), in the order the policy
-        would start them: at most LINE_MAX_AGE_S old once the queue has changed."""
-        made_at, version = self._line_made
-        age = time.monotonic() - made_at
-        if self._line is None or (age >= LINE_MAX_AGE_S and (
-            self.store.version() != version or age >= (self.policy.refresh_s or math.inf)
-        )):  # fmt: skip
-            self._make_line(self.clock())
-        assert self._line is not None
-        return self._line
+        return self.line.positions()
 
     def forecast(self) -> Forecast:
-        """What is expected of the jobs at the head of the line (``forecast.py``), worked out
-        once per line, when first asked."""
-        line = self.positions()
-        if self._forecast[0] is not line:
-            assert self._line_seen is not None  # made with the line
-            forecast = run_forward(self.policy.walk, line.ordered, self._line_seen, self._waiting_jobs(), line.key)
-            self._forecast = (line, forecast)
-        return self._forecast[1]
+        return self.line.forecast()
 
     async def would_take(
         self, spec: JobSpec, job: policy.Pending, waiting_for: list[str], now: float
     ) -> tuple[int | None, Forecast]:
-        """The place in line a job would take if it were submitted now (none while it would
-        wait for ``waiting_for``), and the forecast of the queue with it (``job`` is ``spec`` as
-        the policy sees it)."""
-        line = self.positions()
-        if self.store.version() != self._line_made[1]:  # the queue changed since: a check must be exact
-            self._make_line(now)
-            line = self.positions()
-        assert self._line_seen is not None
-        moment = replace(self._line_seen, now=max(now, self._line_seen.now))
-        waiting = self._waiting_jobs()
-        if waiting_for:
-            return None, run_forward(self.policy.walk, line.ordered, moment, [*waiting, (job, waiting_for)], line.key)
-        return line.place_of(job), run_forward(self.policy.walk, line.ordered_with(job), moment, waiting, line.key)
+        return self.line.would_take(job, waiting_for, now)
 
     def devices(self) -> tuple[list[Device], list[JobRecord]]:
         running = self.store.jobs((JobState.RUNNING,))
         holders = gpu_inventory.holders(self.inventory, running)
         return [(d, job is not None, job) for d, job in holders.items()], running
-
-    def _make_line(self, now: float, running: list[JobRecord] | None = None) -> policy.Snapshot:
-        """Put the queued jobs in line as of ``now``: the line as it was, with the jobs that
-        joined and left since, while the policy's priorities hold (``_keys_hold``); else a new
-        one. Returns what the policy sees now."""
-        version = self.store.version()
-        rows = self.store.queued_requests()
-        self._waiting_for_others = self._still_waiting(rows)
-        queued = [job for job in self._pending_jobs.of(rows) if job.id not in self._waiting_for_others]
-        if running is None:
-            running = self.store.jobs((JobState.RUNNING,), brief=True)
-        snapshot = self.history.snapshot(now, self.inventory, running)
-        if self._line is not None and self._keys_hold(now):
-            self._line.follow(queued)
-        else:
-            self._line = Line(self.policy.priority, snapshot, queued)
-        self._line_seen = snapshot
-        self._line_made = (time.monotonic(), version)
-        self._forecast = (None, Forecast())
-        return snapshot
-
-    def _keys_hold(self, now: float) -> bool:
-        """Whether the line's priority keys are still the policy's (``Policy.refresh_s``): the
-        simulator's queue is re-sorted as often, so the live queue orders jobs as the replays did."""
-        if self._line is None:
-            return False
-        age = now - self._line.snapshot.now
-        return 0 <= age < (self.policy.refresh_s if self.policy.refresh_s is not None else math.inf)
-
-    def _still_waiting(self, rows) -> dict[str, tuple[Standing, policy.Pending]]:
-        """The queued jobs (store rows) still waiting for others, or that others let down."""
-        waiting = [r for r in rows if r["after_jobs"] != "[]"]
-        if not waiting:
-            return {}
-        after = {r["id"]: json.loads(r["after_jobs"]) for r in waiting}
-        states = self.store.states(sorted({job_id for ids in after.values() for job_id in ids}))
-        found = {r["id"]: (standing(after[r["id"]], states), pending(r)) for r in waiting}
-        return {job_id: held for job_id, held in found.items() if not held[0].ready}
-
-    def _waiting_jobs(self) -> list[tuple[policy.Pending, list[str]]]:
-        """The jobs out of the line that may still run, each with the jobs it waits for."""
-        return [(job, where.waiting_for) for where, job in self._waiting_for_others.values() if not where.broken]
-
-    def _rejoin_line(self, job: JobRecord) -> None:
-        """A queued job takes its place in line (new, or its request changed), unless it waits
-        for others."""
-        self._leave_line(job.id)
-        line = self.positions()
-        if standing_of(self.store, job).ready:
-            line.join(pending(job))
-
-    def _leave_line(self, job_id: str) -> None:
-        if self._line is not None:
-            self._line.leave(job_id)
 
     # --- the pass (only on the scheduler) ---------------------------------------------------
 
@@ -323,9 +222,9 @@ class LocalScheduler:
         started = self._last_pass = time.monotonic()
         now = self.clock()
         running = self.store.jobs((JobState.RUNNING,), brief=True)
-        snapshot = self._make_line(now, running)
+        snapshot = self.line.make(now, running)
         self._expire_let_down(now)
-        line = self._line
+        line = self.line.current
         assert line is not None
         if len(line) == 0:
             return
@@ -346,7 +245,7 @@ class LocalScheduler:
     def _expire_let_down(self, now: float) -> None:
         """Jobs whose earlier jobs ended without succeeding, or whose deadline passed while they
         waited for them, expire: they can no longer run as asked."""
-        for job_id, (where, job) in self._waiting_for_others.items():
+        for job_id, (where, job) in self.line.waiting_for_others.items():
             if where.broken:
                 reason = broken_reason(where.broken)
             elif job.deadline is not None and job.deadline < now:
@@ -397,7 +296,7 @@ class LocalScheduler:
         as (decided here, once); a job that cannot run as it fails at start, saying why. A
         backend that starts slowly (a container) is asked in a thread, off the event loop."""
         try:
-            account = self._account_of(self.store.job(job_id))
+            account = accounts.runs_as(self.store.job(job_id).owner, self.settings.jobs_run_as)
         except E31Error as error:
             self._started(job_id, None, error.message)
             return
@@ -430,14 +329,10 @@ class LocalScheduler:
         if job_id in self._stopping:  # cancelled or timed out while it was starting
             self._stop(job_id, handle)
 
-    def _account_of(self, job: JobRecord) -> Account:
-        """The Unix account ``job`` runs as (c.E31.jobs_run_as); E31Error when it cannot run here."""
-        return accounts.runs_as(job.owner, self.settings.jobs_run_as)
-
     def _account_or_none(self, job_id: str) -> Account | None:
         """The account the job runs as, or None for one that never could (nothing of it runs)."""
         try:
-            return self._account_of(self.store.job(job_id))
+            return accounts.runs_as(self.store.job(job_id).owner, self.settings.jobs_run_as)
         except E31Error:
             return None
 
