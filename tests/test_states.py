@@ -61,7 +61,9 @@ def test_the_architecture_page_draws_the_table():
     page = (ROOT / "docs" / "ARCHITECTURE.md").read_text()
     drawn = re.search(r"```mermaid\n(.*?)\n```", page, re.S)
     assert drawn is not None, "docs/ARCHITECTURE.md has no mermaid diagram"
-    assert drawn.group(1) == diagram(), "regenerate it: python -c 'from e31_jupyter.core.states import diagram; print(diagram())'"
+    assert drawn.group(1) == diagram(), (
+        "regenerate it: python -c 'from e31_jupyter.core.states import diagram; print(diagram())'"
+    )
 
 
 # Strings that are another system's state, not a job's: Docker's container status.
