@@ -18,8 +18,10 @@ import shlex
 import shutil
 import sys
 import tempfile
+from collections.abc import Sequence
 from pathlib import Path
 from types import FunctionType, ModuleType
+from typing import Any
 
 from IPython.core.magic import Magics, line_cell_magic, magics_class
 from traitlets import Int, Unicode
@@ -127,6 +129,12 @@ class E31Magics(Magics):
             self._client = E31Client()
         return self._client
 
+    @property
+    def _shell(self) -> Any:
+        """The kernel's IPython shell (Magics types it as optional)."""
+        assert self.shell is not None, "magics run only once registered with a shell (load_ipython_extension)"
+        return self.shell
+
     @line_cell_magic
     def e31(self, line: str, cell: str | None = None):
         """Nothing is returned: what there is to see is shown (a dict would echo as Out[n])."""
@@ -191,9 +199,10 @@ class E31Magics(Magics):
     def _names(self, source: str) -> CellNames:
         """What the cell reads and assigns, as IPython will run it; refused when it is not Python."""
         try:
-            return cell_names(self.shell.transform_cell(source))
+            return cell_names(self._shell.transform_cell(source))
         except (SyntaxError, ValueError) as error:
-            where = f" (line {error.lineno})" if getattr(error, "lineno", None) else ""
+            lineno = getattr(error, "lineno", None)  # a SyntaxError's; a ValueError has none
+            where = f" (line {lineno})" if lineno else ""
             raise InvalidRequest(
                 f"The cell is not valid Python{where}: {getattr(error, 'msg', error)}. Fix it and run "
                 "it again; nothing was submitted."
@@ -201,7 +210,7 @@ class E31Magics(Magics):
 
     def _inputs(self, reads: list[str], option: str | None) -> tuple[list[str], dict]:
         """Import lines for the modules the cell uses, and the other values it reads."""
-        namespace = self.shell.user_ns
+        namespace = self._shell.user_ns
         chosen = [n for n in reads if n in namespace and n not in HIDDEN and not n.startswith("_")]
         for name in _names(option) if option else []:
             if name.startswith("-"):
@@ -219,7 +228,7 @@ class E31Magics(Magics):
         NameError, after its wait in line."""
         if names.star_import:
             return []
-        namespace = self.shell.user_ns
+        namespace = self._shell.user_ns
         missing = [
             n
             for n in names.reads
@@ -295,7 +304,7 @@ class E31Magics(Magics):
         if command == "wait" and code == 1:  # as `e31 wait` exits: one of them did not succeed
             raise JobFailed("not every job waited for succeeded; the lines above say which.")
 
-    def _collect_command(self, argv: list[str]) -> dict | list[dict]:
+    def _collect_command(self, argv: list[str]) -> dict | None:
         """``%e31 collect JOB... [--to DIR]``: one job's files into DIR; several jobs' each into
         DIR/NAME (default: the outputs folder). Values of later jobs replace same-named earlier ones."""
         parser = _Parser(prog="%e31 collect")
@@ -316,6 +325,7 @@ class E31Magics(Magics):
                 failures.append(str(failure))
         if failures:
             raise JobFailed("; ".join(failures))
+        return None
 
     def submit_notebook(self, argv: list[str]) -> dict | list[dict] | None:
         args = _cli_args(["submit", *argv])
@@ -358,13 +368,13 @@ class E31Magics(Magics):
 
     # --- showing and collecting -----------------------------------------------------------
 
-    def show(self, job: dict, warnings: list[str] = ()) -> None:
+    def show(self, job: dict, warnings: Sequence[str] = ()) -> None:
         """A line for the record (and for terminals), and the live job widget."""
         listing.print_warnings(warnings)
         print(f"e31: job {job['id']} ({job['name']}): {listing.describe(job)}")
         widgets.show_job(self.client, job, on_collect=self.collect)
 
-    def show_check(self, check: dict, warnings: list[str] = ()) -> dict:
+    def show_check(self, check: dict, warnings: Sequence[str] = ()) -> dict:
         listing.print_warnings([*check["warnings"], *warnings])
         print(f"e31: {listing.describe_check(check)}")
         return check
@@ -413,7 +423,7 @@ class E31Magics(Magics):
                 print(f"e31: {entry['name']} was not returned: {entry['skipped']}", file=sys.stderr)
         for name, why in not_loaded.items():
             print(f"e31: {name} was not loaded: {why}", file=sys.stderr)
-        self.shell.user_ns.update(loaded)
+        self._shell.user_ns.update(loaded)
         return list(loaded)
 
     def _save_files(self, job: dict, to: str | None, under: str | None) -> Path | None:

@@ -211,7 +211,7 @@ def add(parser: argparse.ArgumentParser, flags: Iterable[str], use: str = SUBMIT
     For ``UPDATE`` an option that may be cleared comes with its ``--no-...``, either one given."""
     for name in flags:
         option = OPTIONS[name]
-        spec = {
+        spec: dict[str, Any] = {
             key: value
             for key, value in (
                 ("type", option.type), ("metavar", option.metavar), ("nargs", option.nargs),
@@ -297,7 +297,8 @@ def _parameters_file(path: str) -> dict:
     try:
         text = Path(path).read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as error:
-        raise InvalidRequest(f"-f {path}: cannot read the parameters file ({error.strerror or error}).") from None
+        reason = (error.strerror if isinstance(error, OSError) else None) or error  # UnicodeDecodeError has none
+        raise InvalidRequest(f"-f {path}: cannot read the parameters file ({reason}).") from None
     return _yaml_parameters(text, f"-f {path}")
 
 

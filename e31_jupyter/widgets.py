@@ -36,7 +36,7 @@ from e31_jupyter.notebook.job_notebook import CELL_TAG
 
 POLL_FAST_S, POLL_SLOW_S = 0.5, 5.0
 JOBS_SHOWN = 50  # the newest jobs the jobs widget lists
-STATE_COLOURS = {
+STATE_COLOURS: dict[str, str] = {  # JobState is a str: a state's plain name finds its colour
     JobState.QUEUED: "#8a6d00", JobState.RUNNING: "#1565c0", JobState.SUCCEEDED: "#2e7d32",
     JobState.FAILED: "#c62828", JobState.CANCELLED: "#616161", JobState.EXPIRED: "#6a1b9a",
 }  # fmt: skip

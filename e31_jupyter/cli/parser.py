@@ -48,7 +48,7 @@ def build_parser() -> argparse.ArgumentParser:
         sub.set_defaults(run=run)
         return sub
 
-    def json_flag(sub: argparse.ArgumentParser) -> None:
+    def json_flag(sub: argparse.ArgumentParser | argparse._MutuallyExclusiveGroup) -> None:
         sub.add_argument("--json", action="store_true", help="print the server's JSON")
 
     submit = command("submit", cmd_submit, "submit a notebook as a job")

@@ -75,7 +75,10 @@ class Outcome:
 
     @property
     def left_queue_at(self) -> float:
-        return self.started_at if self.started_at is not None else self.expired_at
+        if self.started_at is not None:
+            return self.started_at
+        assert self.expired_at is not None, "a replay ends only once every job started or expired"
+        return self.expired_at
 
     @property
     def on_time(self) -> bool:
@@ -202,9 +205,9 @@ def summarise(outcomes: Sequence[Outcome], gpus: int, window: tuple[float, float
     """
     asked = sum(o.job.gpus * o.job.duration for o in outcomes) or 1.0
     good = sum(o.job.gpus * o.job.duration for o in outcomes if o.on_time)
-    ran = [o for o in outcomes if o.finished_at is not None]
+    ran = [(o, *_span(o)) for o in outcomes if o.finished_at is not None]
     start, end = window
-    held = sum(o.job.gpus * _overlap(o.started_at, o.finished_at, start, end) for o in ran)
+    held = sum(o.job.gpus * _overlap(began, ended, start, end) for o, began, ended in ran)
     fairness_worst, jain = _fairness(outcomes)
     return {
         "jobs": len(outcomes),
@@ -212,13 +215,19 @@ def summarise(outcomes: Sequence[Outcome], gpus: int, window: tuple[float, float
         JobState.EXPIRED.value: sum(o.expired_at is not None for o in outcomes) / max(len(outcomes), 1),
         "goodput": good / asked,
         "utilization": held / (gpus * (end - start)) if end > start else 0.0,
-        "mean_jct_h": _mean([o.finished_at - o.job.submitted_at for o in ran]) / 3600,
+        "mean_jct_h": _mean([ended - o.job.submitted_at for o, _, ended in ran]) / 3600,
         "wait_mean_h": {c: _mean(w) / 3600 for c, w in _waits(outcomes).items()},
         "wait_p99_h": {c: (quantile(sorted(w), 0.99) if w else 0.0) / 3600 for c, w in _waits(outcomes).items()},
         "fairness_worst": fairness_worst,
         "jain": jain,
-        "makespan_h": (max((o.finished_at for o in ran), default=start) - start) / 3600,
+        "makespan_h": (max((ended for _, _, ended in ran), default=start) - start) / 3600,
     }
+
+
+def _span(o: Outcome) -> tuple[float, float]:
+    """When a job that ran started and finished."""
+    assert o.started_at is not None and o.finished_at is not None, "a job finishes only after it started"
+    return o.started_at, o.finished_at
 
 
 def _waits(outcomes: Iterable[Outcome]) -> dict[str, list[float]]:

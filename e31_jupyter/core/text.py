@@ -11,7 +11,7 @@ def format_seconds(seconds: float) -> str:
     """A compact span of time: '45s', '12m', '1h30m', '2d3h'."""
     seconds = int(seconds)
     units = (("d", 86400), ("h", 3600), ("m", 60), ("s", 1))
-    parts = []
+    parts: list[str] = []
     for unit, size in units:
         if seconds >= size or (unit == "s" and not parts):
             parts.append(f"{seconds // size}{unit}")
@@ -96,10 +96,11 @@ def _line_outlook(job: dict, now: datetime | None) -> list[str]:
 
 
 def format_size(n: float) -> str:
-    for unit in ("B", "KB", "MB", "GB"):
-        if n < 1024 or unit == "GB":
+    for unit in ("B", "KB", "MB"):
+        if n < 1024:
             return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
         n /= 1024
+    return f"{n:.1f} GB"
 
 
 def ordinal(n: int) -> str:

@@ -23,6 +23,7 @@ import tempfile
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
 from e31_jupyter.core.job import RESULTS_TAG
 from e31_jupyter.core.states import JobState
@@ -44,7 +45,7 @@ class Progress:
 
     def __init__(self, jobdir: JobDir, cells_total: int | None):
         self.jobdir = jobdir
-        self.state = {"cells_done": 0, "cells_total": cells_total, "current_cell": None}
+        self.state: dict[str, Any] = {"cells_done": 0, "cells_total": cells_total, "current_cell": None}
         self.last_started: int | None = None  # the cell a dead kernel was running (papermill completes it)
         self._lock = threading.Lock()
         self._stop = threading.Event()
@@ -123,7 +124,9 @@ def _job_kernels(folder: str, exits: list[int]):
         def _socket_path(self):
             return os.path.join(folder, "kernel")
 
-        async def is_alive(self) -> bool:
+        # AsyncKernelManager's is_alive is a coroutine function at run time, but jupyter_client types
+        # it as KernelManager's synchronous one.
+        async def is_alive(self) -> bool:  # type: ignore[override]
             alive = await super().is_alive()
             process = getattr(self.provisioner, "process", None)
             if not alive and process is not None and process.returncode is not None and not exits:
@@ -166,7 +169,8 @@ def run(jobdir: JobDir) -> dict:
     os.environ["E31_JOB_DIR"] = str(jobdir.path)  # the kernel finds its inputs here
     started_at = time.time()
     write_json_atomic(jobdir.baseline, snapshot(jobdir.work))
-    status, reason = JobState.FAILED, ""
+    status: JobState | str = JobState.FAILED  # or "stopped", which is no job state
+    reason = ""
     with Progress(jobdir, cells_total=None) as progress:  # a heartbeat from the first moment
         import nbformat
         import papermill
@@ -225,7 +229,9 @@ def run(jobdir: JobDir) -> dict:
 def _after_work(jobdir: JobDir, spec: dict, failures: list[dict]) -> dict:
     """Collect files, render reports and list the values that were not saved, each step on its
     own: one that fails adds to ``failures`` and the others go on."""
-    files, left_out, reports = [], [], {}
+    files: list[dict] = []
+    left_out: list[dict] = []
+    reports: dict[str, str] = {}
     try:
         files, left_out = _collect(jobdir, spec, failures)
     except Exception as error:
@@ -288,7 +294,9 @@ def _results_cell_failed(jobdir: JobDir) -> bool:
 
 
 def _cell_error(jobdir: JobDir) -> str:
-    error = next(o for o in _results_cell(jobdir)["outputs"] if o.get("output_type") == "error")
+    cell = _results_cell(jobdir)
+    assert cell is not None, "called only once _results_cell_failed found the cell"
+    error = next(o for o in cell["outputs"] if o.get("output_type") == "error")
     return f"{error.get('ename')}: {error.get('evalue')}"
 
 

@@ -28,6 +28,7 @@ import shlex
 import subprocess
 import sys
 import time
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -124,7 +125,7 @@ class SlurmBackend:
         partition: str = "",
         account: str = "",
         qos: str = "",
-        extra_args: list[str] = (),
+        extra_args: Sequence[str] = (),
         shared_dir: str = "",
         python: str = "",
         setup: str = "",
@@ -163,7 +164,7 @@ class SlurmBackend:
         return self.shared_dir
 
     def submit(
-        self, job_id: str, jobdir: JobDir, spec: JobSpec, after: list[dict] = (), account: Account | None = None
+        self, job_id: str, jobdir: JobDir, spec: JobSpec, after: Sequence[dict] = (), account: Account | None = None
     ) -> dict:
         """``sbatch``: Slurm's message (a bad partition, say) becomes the user's error. ``after``:
         handles of jobs that must succeed first (``--dependency=afterok``). ``account``: who the
@@ -382,7 +383,7 @@ def final_state(job: SlurmJob) -> tuple[JobState, str]:
     return JobState.FAILED, f"failed in Slurm ({job.state.lower()}{code}); see the job's log"
 
 
-def queue_position(job: SlurmJob, everyone: list[SlurmJob]) -> int | None:
+def queue_position(job: SlurmJob, everyone: Iterable[SlurmJob]) -> int | None:
     """Place in line among the pending jobs that share a partition with it, in the order Slurm
     would start them: priority, then submit time. Held jobs (priority 0) have none."""
     if job.state != "PENDING" or job.priority <= 0:
@@ -505,7 +506,7 @@ def update_fields(
     return fields
 
 
-def dependency(after: list[dict]) -> str:
+def dependency(after: Sequence[dict]) -> str:
     """Slurm's dependency on the jobs of these handles succeeding ("" for none)."""
     return f"afterok:{':'.join(handle['slurm_id'] for handle in after)}" if after else ""
 
@@ -559,7 +560,7 @@ def _slurm_message(text: str) -> str:
 
 def _expand_ranges(text: str) -> list[str]:
     """ "0-1,3" -> ["0", "1", "3"]."""
-    found = []
+    found: list[str] = []
     for part in _split(text):
         low, _, high = part.partition("-")
         if low.isdigit() and (high.isdigit() or not high):
