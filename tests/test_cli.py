@@ -406,7 +406,7 @@ def test_collect_of_several_jobs_gives_each_a_folder(e31, client, gated, trained
 
 def test_collect_brings_the_values_a_cell_returned(e31, client, tmp_path):
     # The job's values as a %%e31 cell's results cell hands them back.
-    cell = "import json\nfrom e31_jupyter.notebook.values import save_outputs\nscores = {'a': [1, 2]}\nsave_outputs(globals(), ['scores', 'json'])"
+    cell = "import json\nfrom e31_jupyter.values import save_outputs\nscores = {'a': [1, 2]}\nsave_outputs(globals(), ['scores', 'json'])"
     notebook = write_notebook(tmp_path / "cell.ipynb", cell)
     job_id = e31("submit", notebook)[1].split()[0]
     assert wait_state(client, job_id, "succeeded", "failed")["state"] == "succeeded"
@@ -414,7 +414,7 @@ def test_collect_brings_the_values_a_cell_returned(e31, client, tmp_path):
     code, out, _ = e31("collect", job_id, "--to", dest)
     assert code == 0 and out.splitlines()[0] == f"Collected job {job_id} into {dest}"
     assert out.splitlines()[1] == (
-        f"  values scores, json in {dest / 'values'}; in Python: e31_jupyter.notebook.values.load({str(dest / 'values')!r})"
+        f"  values scores, json in {dest / 'values'}; in Python: e31_jupyter.values.load({str(dest / 'values')!r})"
     )
     assert values.load(str(dest / "values")) == {"scores": {"a": [1, 2]}}  # json is a module: imported, not pickled
     assert values.restore(dest / "values")[0]["json"] is json

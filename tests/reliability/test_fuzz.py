@@ -96,7 +96,7 @@ pathlib.Path("empty.txt").write_text("")
 print("done", open("input.csv").read())
 
 import numpy
-from e31_jupyter.notebook.values import save_outputs
+from e31_jupyter.values import save_outputs
 answer, table = 42, numpy.arange(1000.0)
 save_outputs(globals(), ["answer", "table", "numpy"])
 """

@@ -473,7 +473,7 @@ def test_the_values_a_cells_job_returned_are_listed_with_how_to_collect_them(lab
     # The cells that wrap a %%e31 cell end with this call (packaging.py); here it is written out.
     cell = (
         "import json as js, threading\nscores = list(range(100))\nlock = threading.Lock()\n"
-        "from e31_jupyter.notebook.values import save_outputs\nsave_outputs(globals(), ['scores', 'js', 'lock'])"
+        "from e31_jupyter.values import save_outputs\nsave_outputs(globals(), ['scores', 'js', 'lock'])"
     )
     notebook = write_notebook(lab.root / "cell-values.ipynb", cell)
     job = wait_state(api, api.submit(path=str(notebook), name="cell-values")["id"], "succeeded")
