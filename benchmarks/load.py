@@ -377,7 +377,7 @@ def seed_store(data_dir: Path, template_id: str, count: int) -> float:
         for i in range(count):
             job_id = f"{template_id[:7]}s{i:07x}"
             shutil.copytree(folder, data_dir / "jobs" / job_id)
-            store.insert_job({**template, "id": job_id, "submitted_at": now + i * 1e-4}, reason="seeded")
+            store.insert_job({**template.row(), "id": job_id, "submitted_at": now + i * 1e-4}, reason="seeded")
     finally:
         store.close()
     return time.perf_counter() - started

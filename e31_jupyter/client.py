@@ -110,7 +110,8 @@ class E31Client:
 
     def __init__(self, url: str | None = None, token: str | None = None):
         self.connection = Connection(url, token)
-        self.url = self.connection.url
+        self.url, self.api = self.connection.url, self.connection.api  # the server, and its e31 API
+        self.session = self.connection.session
 
     def _json(self, method: str, path: str, **kwargs):
         return self.connection.json(method, path, **kwargs)

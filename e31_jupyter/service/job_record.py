@@ -74,6 +74,14 @@ class JobRecord(Mapping[str, Any]):
             deadline=self.deadline, max_runtime_given=self.max_runtime_given,
         )  # fmt: skip
 
+    def row(self) -> dict[str, Any]:
+        """The record as the store's columns hold it (to record a copy: ``Store.insert_job``)."""
+        values = {name: getattr(self, name) for name in _COLUMNS}
+        values["handle"] = json.dumps(self.handle) if self.handle is not None else None
+        values["stop_requested"] = self.stop_requested.value if self.stop_requested else ""
+        values["max_runtime_given"] = int(self.max_runtime_given)
+        return values
+
     @property
     def is_active(self) -> bool:
         return not self.state.is_final
@@ -91,3 +99,4 @@ class JobRecord(Mapping[str, Any]):
 
 
 _FIELDS = tuple(f.name for f in fields(JobRecord))
+_COLUMNS = tuple(name for name in _FIELDS if name != "seq")  # seq comes with a read of ended jobs
