@@ -64,6 +64,13 @@ def wait_state(client, job_id: str, *states: str, timeout: float = 90) -> dict:
     return wait_for(reached, timeout, what=f"job {job_id} to be {' or '.join(states)}")
 
 
+def why(data_dir: Path, job: dict) -> str:
+    """For an assertion message: the job's reason and the end of its job.log."""
+    log = data_dir / "jobs" / job["id"] / "job.log"
+    tail = log.read_text(errors="replace")[-3000:] if log.exists() else "(no job.log)"
+    return f"reason: {job.get('reason')!r}\njob.log:\n{tail}"
+
+
 def ts(value: str | None) -> float | None:
     return dt.datetime.fromisoformat(value).timestamp() if value else None
 

@@ -74,7 +74,8 @@ def test_with_delete_files_after_the_files_of_jobs_that_ended_long_enough_ago_go
     assert ended["state"] == "succeeded" and client.notebook(ended["id"])["cells"]  # kept at first
     gone = wait_for(lambda: client.job(ended["id"])["files_deleted"], timeout=30, what="the files to be deleted")
     assert gone["by"] == "e31 (c.E31.delete_files_after = 3s)" and gone["bytes"] > 0
-    assert not (server.data_dir / "jobs" / ended["id"]).exists()
+    folder = server.data_dir / "jobs" / ended["id"]  # recorded first, then deleted (job_files.py)
+    wait_for(lambda: not folder.exists(), timeout=30, what=f"{folder} to be deleted")
     assert client.job(ended["id"])["transitions"][-1]["reason"].startswith(
         "files deleted by e31 (c.E31.delete_files_after = 3s) ("
     )

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 from conftest import wait_state, write_notebook
-from support import token_per_user
+from support import token_per_user, why
 from traitlets import TraitError
 from unix_users import make_user, open_to_users  # noqa: F401 (fixtures)
 
@@ -151,7 +151,8 @@ def test_a_users_job_runs_as_that_user_in_a_folder_only_they_can_open(make_user,
     notebook = write_notebook(tmp_path / "who.ipynb", WHO)
     client = E31Client(server.url, "user-token")
     job = client.submit(path=str(notebook))
-    assert wait_state(client, job["id"], "succeeded", "failed")["state"] == "succeeded", client.job(job["id"])
+    done = wait_state(client, job["id"], "succeeded", "failed")
+    assert done["state"] == "succeeded", why(server.data_dir, done)
     seen = _who(server, job)
     assert (seen["uid"], seen["gid"]) == (user.uid, user.gid)
     assert seen["groups"] == sorted(user.groups)
@@ -180,6 +181,7 @@ def test_with_jobs_run_as_server_a_users_job_runs_as_the_server(make_user, open_
     )
     client = E31Client(server.url, "user-token")
     job = client.submit(path=str(write_notebook(tmp_path / "who.ipynb", WHO)))
-    assert wait_state(client, job["id"], "succeeded", "failed")["state"] == "succeeded", client.job(job["id"])
+    done = wait_state(client, job["id"], "succeeded", "failed")
+    assert done["state"] == "succeeded", why(server.data_dir, done)
     assert _who(server, job)["uid"] == 0
     assert (server.data_dir / "jobs" / job["id"]).stat().st_uid == 0

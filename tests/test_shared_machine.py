@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 import requests
 from server_process import free_port
-from support import wait_for, wait_state, write_notebook
+from support import wait_for, wait_state, why, write_notebook
 from unix_users import make_user, open_to_users  # noqa: F401 (fixtures)
 
 from e31_jupyter.client import E31Client, socket_url
@@ -183,7 +183,8 @@ def servers(machine):
 def test_the_system_scheduler_owns_its_data_and_each_job_folder_is_its_submitters(machine, servers):
     alice = servers["alice"]
     job = alice.submit(path=str(machine.notebook("alice", "who.ipynb", WHO, "other_job = ''")), outputs=["who.json"])
-    assert wait_state(alice, job["id"], "succeeded", "failed")["state"] == "succeeded", alice.job(job["id"])
+    done = wait_state(alice, job["id"], "succeeded", "failed")
+    assert done["state"] == "succeeded", why(machine.data_dir, done)
     for path, mode in (
         (machine.data_dir, 0o711),
         (machine.data_dir / "jobs", 0o711),
@@ -202,7 +203,8 @@ def test_a_job_runs_as_its_submitter_and_finds_no_token(machine, servers, tmp_pa
     bob = machine.own_server("bob", env={"E31_TOKEN": "bobs-secret-token"})
     notebook = machine.notebook("bob", "who.ipynb", WHO, "other_job = ''")
     job = bob.submit(path=notebook.name, outputs=["who.json"])  # relative to bob's root dir: read by his server
-    assert wait_state(bob, job["id"], "succeeded", "failed")["state"] == "succeeded", bob.job(job["id"])
+    done = wait_state(bob, job["id"], "succeeded", "failed")
+    assert done["state"] == "succeeded", why(machine.data_dir, done)
     seen = json.loads(bob.download(job["id"], "who.json"))
     assert seen["uid"] == machine.users["bob"].uid
     assert seen["environ"]["USER"] == machine.users["bob"].name
@@ -219,7 +221,8 @@ def test_a_job_cannot_read_or_write_another_users_job_folder(machine, servers):
     other_job = str(machine.data_dir / "jobs" / theirs["id"])
     job = bob.submit(path=machine.notebook("bob", "who.ipynb", WHO, "other_job = ''").name,
                      parameters={"other_job": other_job}, outputs=["who.json"])  # fmt: skip
-    assert wait_state(bob, job["id"], "succeeded", "failed")["state"] == "succeeded", bob.job(job["id"])
+    done = wait_state(bob, job["id"], "succeeded", "failed")
+    assert done["state"] == "succeeded", why(machine.data_dir, done)
     seen = json.loads(bob.download(job["id"], "who.json"))
     assert seen["list_other_job"] == "PermissionError"
     assert seen["write_other_values"] == "PermissionError"
