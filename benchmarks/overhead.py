@@ -245,6 +245,8 @@ import json, sys, time
 marks = [("python started", time.time())]
 def mark(name): marks.append((name, time.time()))
 import e31_jupyter.execution.worker
+from e31_jupyter.execution.quick_imports import skip_iri_parsers
+skip_iri_parsers()  # as the worker's main() does
 mark("import e31_jupyter.execution.worker")
 import nbformat, papermill
 from papermill.engines import NBClientEngine

@@ -186,7 +186,7 @@ def test_launchers_pass_their_arguments_through_last():
     lab = launcher_argv("lab", ["--port", "9999"], as_root=True)
     assert lab[1:] == ["-m", "jupyterlab", "--allow-root", "--port", "9999"]
     serve = launcher_argv("serve", ["--port", "9999", "--E31.gpus=0,1"], as_root=False)
-    assert serve[1:3] == ["-m", "jupyter_server"]
+    assert serve[1:3] == ["-m", "e31_jupyter.server"]
     assert "'e31_jupyter': True" in serve[3] and serve[3].startswith("--ServerApp.jpserver_extensions=")
     assert "--ServerApp.open_browser=False" in serve and "--allow-root" not in serve
     assert serve[-3:] == ["--port", "9999", "--E31.gpus=0,1"]

@@ -20,7 +20,7 @@ def launcher_argv(command: str, extra: list[str], as_root: bool | None = None) -
     return [
         sys.executable,
         "-m",
-        "jupyter_server",
+        "e31_jupyter.server",  # jupyter_server, started a little faster (server/__main__.py)
         f"--ServerApp.jpserver_extensions={extensions!r}",
         "--ServerApp.open_browser=False",
         "--ServerApp.reraise_server_extension_failures=True",  # a server without its queue is no use
