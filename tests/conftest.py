@@ -5,8 +5,9 @@ the Slurm cluster, dockerd or real Unix users is marked ``slow`` here, by the fi
 (other slow tests carry ``@pytest.mark.slow`` themselves); ``slurm`` and ``docker`` mark the
 tests that need those daemons. Under pytest-xdist (``--dist loadgroup``), the tests that share
 one such thing run on one worker, one after the other: one Slurm cluster (its two GPUs and queue
-are global state), one dockerd, and the real-user tests (they open /root and pytest's temporary
-folders to other users for a while, and put their modes back).
+are global state), one dockerd, the real-user tests (they open /root and pytest's temporary
+folders to other users for a while, and put their modes back), and each module's shared server
+(shared_server.py: a module's tests share one server, a user per test).
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from support import EXAMPLES, GATED, cannot_run_here, ts, wait_for, wait_state, 
 
 from e31_jupyter.client import E31Client
 
-SERVER_FIXTURES = {"start_server", "server", "client", "live"}  # live: test_fuzz.py's own server
+SERVER_FIXTURES = {"start_server", "server", "client", "live", "shared_server"}  # live: test_fuzz.py's own server
 # fixture -> (markers, xdist group): what a test that uses it needs, and shares with others
 SHARED = {
     "slurm": (("slurm", "slow"), "slurm"),
@@ -58,6 +59,8 @@ def pytest_collection_modifyitems(config, items):
                 for mark in marks:
                     item.add_marker(getattr(pytest.mark, mark))
                 item.add_marker(pytest.mark.xdist_group(group))
+        if "shared_server" in names:  # shared_server.py: one server per module, its tests in turn
+            item.add_marker(pytest.mark.xdist_group(f"shared-server:{item.module.__name__}"))
 
 
 @pytest.fixture

@@ -10,6 +10,7 @@ import pytest
 import requests
 from conftest import wait_state, write_notebook
 from nbformat.v4 import new_code_cell, new_notebook
+from shared_server import server, shared_server  # noqa: F401 (fixtures: one server, a user per test)
 
 from e31_jupyter.core.errors import E31Error
 
@@ -88,15 +89,15 @@ def _bad_submits(tmp_path):
     ]
 
 
-def test_bad_submits_are_refused_with_a_reason_and_change_nothing(client, api, busy_queue, tmp_path):
+def test_bad_submits_are_refused_with_a_reason_and_change_nothing(client, api, busy_queue, server, tmp_path):
     before = _queue_state(client)
-    jobs_dir = list((tmp_path / "data" / "jobs").iterdir())
+    jobs_dir = list((server.data_dir / "jobs").iterdir())
     for body, words in _bad_submits(tmp_path):
         _refused(api("POST", "jobs", json=body), 400, *words)
     _refused(api("POST", "jobs", data=b"[1, 2"), 400, "not valid JSON")
     _refused(api("POST", "jobs", json=[1, 2]), 400, "JSON object")
     assert _queue_state(client) == before
-    assert list((tmp_path / "data" / "jobs").iterdir()) == jobs_dir  # no half-made job directory
+    assert list((server.data_dir / "jobs").iterdir()) == jobs_dir  # no half-made job directory
 
 
 def test_unknown_job_and_escaping_paths_are_not_found(client, api, busy_queue):

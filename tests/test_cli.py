@@ -18,6 +18,7 @@ import psutil
 import pytest
 from conftest import EXAMPLES, ts, wait_for, wait_state, write_notebook
 from server_process import free_port
+from shared_server import server, shared_server  # noqa: F401 (fixtures: one server, a user per test)
 
 from e31_jupyter.cli import main
 from e31_jupyter.client import E31Client
@@ -237,7 +238,7 @@ def test_a_sweep_refused_part_way_says_what_was_submitted(start_server, gated, c
 def test_after_holds_a_job_until_the_one_it_names_has_succeeded(e31, client, gated):
     first = wait_state(client, gated.submit(client, "first", gpus=1)["id"], "running")
     code, out, err = e31("submit", TRAIN, "--after", "last", "--name", "then", "--check")
-    assert code == 0 and f"then: would be queued (waiting for {first['id']} to succeed)" in out, err
+    assert code == 0 and f"then: would be queued (waiting for {first['id']} to succeed" in out, err
     code, out, err = e31("submit", TRAIN, "--after", first["id"].split("-")[1], "--name", "then")
     assert code == 0 and out.endswith(f"queued (waiting for {first['id']} to succeed)\n"), err
     then_id = out.split()[0]

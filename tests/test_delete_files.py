@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 from conftest import wait_for, wait_state, write_notebook
+from shared_server import server, shared_server  # noqa: F401 (fixtures: one server, a user per test)
 
 from e31_jupyter.client import E31Client
 from e31_jupyter.core.errors import E31Error

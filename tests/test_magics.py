@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 import pytest
 from conftest import EXAMPLES, wait_state, write_notebook
 from jupyter_client.manager import KernelManager
+from shared_server import server, shared_server  # noqa: F401 (fixtures: one server, a user per test)
 
 
 @dataclass
@@ -160,14 +161,14 @@ def test_rerunning_after_a_value_it_reads_changed_runs_again_and_back_to_it_atta
     assert len(client.jobs()) == 2
 
 
-def test_a_value_that_cannot_travel_is_refused_before_submitting(kernel, client, tmp_path):
+def test_a_value_that_cannot_travel_is_refused_before_submitting(kernel, client, server, tmp_path):
     kernel.run("handle = open('notes.txt', 'w')\nimport threading\nlock = threading.Lock()")
     refused = kernel.run("%%e31 submit\nhandle.write('x')")
     assert "handle" in refused.stderr and "open file" in refused.stderr and "inside the cell" in refused.stderr
     refused = kernel.run("%%e31 submit\nwith lock:\n    pass")
     assert "lock" in refused.stderr and "_thread.lock" in refused.stderr
     assert client.jobs() == []
-    assert list((tmp_path / "data" / "inbox").iterdir()) == []  # nothing left behind
+    assert list((server.data_dir / "inbox").iterdir()) == []  # nothing left behind
 
 
 def test_a_capture_over_the_limit_is_refused_with_its_size(kernel, client):
@@ -278,9 +279,10 @@ def test_a_cell_can_wait_for_another_job_to_succeed(kernel, client, gated):
     assert wait_state(client, then["id"], "succeeded", "failed", "expired")["state"] == "succeeded"
 
 
-def test_kernels_started_by_the_server_find_the_queue_by_themselves(server):
+def test_kernels_started_by_the_server_find_the_queue_by_themselves(start_server):
     """The server puts its address in its kernels' environment, never its token: the client reads
     that from the server's runtime file, which only this user can read."""
+    server = start_server()  # its own: the shared one's users are tokens, and it is found by its runtime file
     import psutil
     import requests
 
@@ -343,12 +345,13 @@ def test_a_module_beside_the_notebook_that_a_cells_values_come_from_is_named_and
     assert "No module named 'mylib'" in wait_state(client, _job_id(alone), "failed")["reason"]
 
 
-def test_check_says_where_a_cell_or_notebook_would_wait_and_submits_nothing(kernel, client, tmp_path):
+def test_check_says_where_a_cell_or_notebook_would_wait_and_submits_nothing(kernel, client, server, tmp_path):
     (tmp_path / "rows.csv").write_text("a\n")
     kernel.run("import numpy as np\nx = np.ones(3)")
     cell = kernel.run("%%e31 submit --gpus 1 --check --name checked\ny = x + len(open('rows.csv').read())")
     assert cell.error == "", cell.error
-    assert "e31: checked: would be queued (position 1, expected to start now); nothing was submitted" in cell.stdout
+    assert cell.stdout.startswith("e31: checked: would be queued (position 1, expected to start now")
+    assert cell.stdout.rstrip().endswith("; nothing was submitted")
     assert "The job will not have 'rows.csv'" in cell.stderr
     notebook = kernel.run(f"%e31 submit-notebook {EXAMPLES / 'train.ipynb'} -p epoch 3 --check")
     assert "train: would be queued" in notebook.stdout and "did you mean 'epochs'" in notebook.stderr
@@ -357,7 +360,7 @@ def test_check_says_where_a_cell_or_notebook_would_wait_and_submits_nothing(kern
     write_notebook(tmp_path / "exp" / "count.ipynb", "print(len(open('rows.csv').readlines()))")
     below = kernel.run("%e31 submit-notebook exp/count.ipynb --check")  # from the kernel's folder, above it
     assert "give it as data (--data exp/rows.csv)" in below.stderr
-    assert client.jobs() == [] and list((tmp_path / "data" / "inbox").iterdir()) == []  # nothing captured
+    assert client.jobs() == [] and list((server.data_dir / "inbox").iterdir()) == []  # nothing captured
 
 
 def test_a_cell_that_reads_what_nothing_defines_is_warned_of(kernel, client):

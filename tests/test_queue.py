@@ -8,6 +8,7 @@ import time
 import nbformat
 import pytest
 from conftest import EXAMPLES, ts, wait_for, wait_state, write_notebook
+from shared_server import server, shared_server  # noqa: F401 (fixtures: one server, a user per test)
 
 from e31_jupyter.core.errors import InvalidRequest
 
@@ -235,7 +236,7 @@ def _store_row(server, job_id: str) -> dict:
 def test_a_job_runs_only_once_the_job_it_is_after_has_succeeded(client, gated, tmp_path):
     first = wait_state(client, gated.submit(client, "first", gpus=1)["id"], "running")
     then = client.submit(path=str(write_notebook(tmp_path / "then.ipynb", "x = 1")), gpus=1, after=first["id"])
-    assert (then["state"], then["queue_position"], then["expected_start"]) == ("queued", None, None)
+    assert (then["state"], then["queue_position"]) == ("queued", None)  # no place in line: it waits on first
     assert then["waiting_for"] == [first["id"]] and then["request"]["after"] == [first["id"]]
     time.sleep(1.5)  # the queue takes a pass every second
     assert client.gpus()["free"] == 1  # a GPU is free, and still it waits

@@ -8,6 +8,7 @@ import time
 
 import pytest
 from conftest import wait_state
+from shared_server import server, shared_server  # noqa: F401 (fixtures: one server, a user per test)
 
 from e31_jupyter.core.errors import InvalidRequest
 

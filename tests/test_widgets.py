@@ -8,6 +8,7 @@ from datetime import datetime, timedelta, timezone
 
 import pytest
 from conftest import wait_for, wait_state
+from shared_server import server, shared_server  # noqa: F401 (fixtures: one server, a user per test)
 
 from e31_jupyter import widgets
 from e31_jupyter.client import E31Client
