@@ -3,7 +3,10 @@ do not parse, parameters the notebook does not set, or of another type than its 
 papermill could not pass at all), and files and modules next to it that its code reads or imports
 but the job will not have.
 Warnings, since both are read from the code and can be wrong; refusals only for what would
-certainly fail."""
+certainly fail.
+
+nbformat and papermill are imported where they are used, not here: the magics import this module
+into the user's kernel, where ``%load_ext e31_jupyter`` must take well under a second."""
 
 from __future__ import annotations
 
@@ -16,14 +19,13 @@ import sys
 import tempfile
 from collections.abc import Sequence
 from pathlib import Path
-
-import nbformat
-from papermill.exceptions import PapermillException
-from papermill.translators import papermill_translators
-from papermill.utils import nb_language
+from typing import TYPE_CHECKING
 
 from e31_jupyter.core.errors import InvalidRequest
 from e31_jupyter.notebook.job_notebook import CELL_TAG, cell_names, code_run_by_magic, parse_cell, parse_cell_strictly
+
+if TYPE_CHECKING:
+    import nbformat
 
 
 def notebook_warnings(
@@ -173,6 +175,9 @@ def _cell_job_parameter_warnings(source: str, parameters: dict) -> list[str]:
 
 def _translator(notebook: nbformat.NotebookNode, kernel: str):
     """papermill's writer of parameters for the notebook's language."""
+    from papermill.exceptions import PapermillException
+    from papermill.translators import papermill_translators
+
     language = _language(notebook)
     if language is None:
         raise InvalidRequest(
@@ -351,6 +356,8 @@ def _string_arguments(call: ast.Call):
 
 
 def _language(notebook: nbformat.NotebookNode) -> str | None:
+    from papermill.utils import nb_language
+
     try:
         return nb_language(notebook)
     except ValueError:

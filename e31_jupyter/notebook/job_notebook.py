@@ -1,6 +1,10 @@
 """Turning what the user hands over into a job's work: a notebook (from a path or inline
 content), checked, with the kernel it will run on; or a single cell, packaged as a notebook
-that restores the cell's inputs, runs the cell as written, and hands its results back."""
+that restores the cell's inputs, runs the cell as written, and hands its results back.
+
+nbformat is imported where it is used, not here: the magics import this module into the user's
+kernel, where ``%load_ext e31_jupyter`` must take well under a second (nbformat's import costs
+seconds: it validates with jsonschema)."""
 
 from __future__ import annotations
 
@@ -9,12 +13,13 @@ import json
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import ModuleType
-
-import nbformat
-from nbformat.v4 import new_code_cell, new_notebook
+from typing import TYPE_CHECKING
 
 from e31_jupyter.core.errors import InvalidRequest
 from e31_jupyter.core.job import CELL_TAG, RESULTS_TAG, SETUP_TAG, server_path
+
+if TYPE_CHECKING:
+    import nbformat
 
 DEFAULT_KERNEL = "python3"
 
@@ -73,6 +78,8 @@ def _read_notebook_file(path, root_dir: Path) -> tuple[nbformat.NotebookNode, st
 
 
 def _validated(content, label: str) -> nbformat.NotebookNode:
+    import nbformat
+
     if not isinstance(content, dict):
         raise InvalidRequest(f"{label}: a notebook must be a JSON object with a cells list.")
     try:
@@ -362,6 +369,8 @@ def cell_notebook(
 ) -> nbformat.NotebookNode:
     """The job notebook for a cell: its inputs restored, the cell itself as it was written,
     then its results handed back. Each part is its own readable cell."""
+    from nbformat.v4 import new_code_cell, new_notebook
+
     setup = ["# e31: this cell's inputs, as they were in the kernel that submitted it", *imports]
     if inputs:
         setup += ["from e31_jupyter.values import load_inputs", "", "globals().update(load_inputs())"]
