@@ -18,6 +18,10 @@ its target:
    The kinds of run are interleaved, round by round, so that noise hits them all.
 
 Section 1's samples are the e31 runs of section 3 (each asks for the one GPU while it is free).
+5. at the prompt: ``%load_ext e31_jupyter`` in a fresh kernel against ``import json`` in the same
+   kernel, and ``e31 jobs`` (its own process) finding the server from this user's runtime files
+   against ``e31 jobs`` with ``E31_URL``/``E31_TOKEN`` set.
+
 ``--phases`` adds a breakdown of a worker-like process (python start, imports, kernel start,
 execution, HTML report, exit) to show where the time goes. Needs no GPU: the inventory is a
 configured list. Nothing in the package is changed or monkey-patched.
@@ -46,7 +50,12 @@ from e31_jupyter.client import FINAL_STATES, E31Client
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 from server_process import ServerProcess  # noqa: E402  (the test suite's server in a subprocess)
 
-TARGETS = {"submit_running_s": 0.5, "release_s": 0.2, "ratio": 1.3}
+TARGETS = {
+    "submit_running_s": 0.5, "release_s": 0.2,
+    "ratio": 0.5,  # e31 (HTML report) / python -m papermill
+    "ratio_inprocess": 2.0,  # e31 (HTML report) / warm in-process papermill
+    "load_ext_s": 0.5, "discovery_s": 0.2,
+}  # fmt: skip
 TOKEN = "e31-bench-token"
 NOTEBOOK = "trivial.ipynb"
 
@@ -96,6 +105,7 @@ class Bench:
         self.root = root
         self.poll_s = poll_s
         self.notebook = root / NOTEBOOK
+        self.runtime_dir = root / "runtime"  # the server's runtime file: what `e31 jobs` finds it by
         self.server: ServerProcess | None = None
         self.client: E31Client | None = None
 
@@ -103,7 +113,7 @@ class Bench:
         t0 = time.perf_counter()
         self.server = ServerProcess(
             self.root / "data", gpus=["0"], root_dir=self.root, token=TOKEN,
-            log_path=self.root / "server.log",
+            log_path=self.root / "server.log", env={"JUPYTER_RUNTIME_DIR": str(self.runtime_dir)},
         ).start()  # fmt: skip
         self.client = E31Client(self.server.url, TOKEN)
         return time.perf_counter() - t0
@@ -186,6 +196,49 @@ class Bench:
         t0 = time.perf_counter()
         papermill.execute_notebook(str(self.notebook), str(out), progress_bar=False, cwd=str(self.root))
         return time.perf_counter() - t0
+
+    # 5: at the prompt ---------------------------------------------------------------------------
+
+    def load_ext(self) -> dict:
+        """A fresh kernel: ``import json``, then ``%load_ext e31_jupyter``, each timed as the
+        kernel reports it (execute request sent -> reply)."""
+        from jupyter_client.manager import start_new_kernel
+
+        km, kc = start_new_kernel(kernel_name="python3", cwd=str(self.root))
+        try:
+            times = {}
+            for label, code in (("import_json_s", "import json"), ("load_ext_s", "%load_ext e31_jupyter")):
+                t0 = time.perf_counter()
+                reply = kc.execute_interactive(code, timeout=60)
+                times[label] = time.perf_counter() - t0
+                if reply["content"]["status"] != "ok":
+                    raise RuntimeError(f"{code!r} failed in the kernel: {reply['content']}")
+            return times
+        finally:
+            kc.stop_channels()
+            km.shutdown_kernel(now=True)
+
+    def e31_jobs(self, found: bool) -> float:
+        """``e31 jobs`` as its own process; ``found``: from the runtime files, else from the variables."""
+        env = {k: v for k, v in os.environ.items() if not k.startswith("E31_")}
+        if found:
+            env["JUPYTER_RUNTIME_DIR"] = str(self.runtime_dir)
+        else:
+            env |= {"E31_URL": self.server.url, "E31_TOKEN": TOKEN}
+        t0 = time.perf_counter()
+        subprocess.run([sys.executable, "-m", "e31_jupyter.cli", "jobs"], check=True, env=env,
+                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
+        return time.perf_counter() - t0
+
+    def prompt(self, runs: int) -> dict:
+        """Section 5, interleaved round by round."""
+        out: dict[str, list[float]] = {"import_json_s": [], "load_ext_s": [], "jobs_given_s": [], "jobs_found_s": []}
+        for i in range(runs):
+            for label, value in self.load_ext().items():
+                out[label].append(value)
+            for found in (True, False) if i % 2 else (False, True):
+                out["jobs_found_s" if found else "jobs_given_s"].append(self.e31_jobs(found))
+        return out
 
     # 2: release -------------------------------------------------------------------------------
 
@@ -294,7 +347,7 @@ def phases(root: Path, runs: int) -> dict:
 # --- report -----------------------------------------------------------------------------------
 
 
-def analyse(runs: dict, chain: dict) -> dict:
+def analyse(runs: dict, chain: dict, prompt: dict) -> dict:
     e31_runs = runs["e31_html"] + runs["e31_no_html"]
 
     def col(rows, key):
@@ -330,6 +383,9 @@ def analyse(runs: dict, chain: dict) -> dict:
             for kind in ("e31_html", "e31_no_html")
         },
     }
+    out["prompt"] = {key: summary(values) for key, values in prompt.items()}
+    found, given = out["prompt"]["jobs_found_s"]["median"], out["prompt"]["jobs_given_s"]["median"]
+    out["prompt"]["discovery_adds_s"] = found - given
     cli = out["wall"]["papermill_cli_s"]["median"]
     inproc = out["wall"]["papermill_inprocess_s"]["median"]
     out["ratios"] = {
@@ -390,7 +446,7 @@ def print_report(res: dict) -> None:
     for key, label, target in (
         ("e31_html_vs_papermill_cli", "e31 (HTML) / papermill CLI", TARGETS["ratio"]),
         ("e31_no_html_vs_papermill_cli", "e31 (reports=[]) / papermill CLI", TARGETS["ratio"]),
-        ("e31_html_vs_papermill_inprocess", "e31 (HTML) / papermill in-process", None),
+        ("e31_html_vs_papermill_inprocess", "e31 (HTML) / papermill in-process", TARGETS["ratio_inprocess"]),
         ("e31_no_html_vs_papermill_inprocess", "e31 (reports=[]) / papermill in-process", None),
     ):
         t = f"<= {target:g}   {verdict(ratios[key], target)}" if target else ""
@@ -408,6 +464,16 @@ def print_report(res: dict) -> None:
         header("4. a worker-like process, phase by phase (seconds)")
         for name, s in res["phases"].items():
             row(name, s)
+
+    p = a["prompt"]
+    header(f"5. at the prompt (seconds; n={p['load_ext_s']['n']} each)")
+    row("%load_ext e31_jupyter, fresh kernel", p["load_ext_s"], TARGETS["load_ext_s"])
+    row("import json, same kernel, just before", p["import_json_s"])
+    row("e31 jobs, E31_URL and E31_TOKEN set", p["jobs_given_s"])
+    row("e31 jobs, server found from runtime files", p["jobs_found_s"])
+    added = p["discovery_adds_s"]
+    print(f"  {'discovery adds (difference of medians)':<{w}} {added:8.3f}   <= {TARGETS['discovery_s']:g} s     "
+          f"{verdict(added, TARGETS['discovery_s'])}")  # fmt: skip
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -441,6 +507,8 @@ def main(argv: list[str] | None = None) -> int:
         runs = interleaved(bench, args.runs, log)
         log(f"2: release chain of {args.runs + 1} jobs on one GPU")
         chain = bench.release_chain(args.runs)
+        log(f"5: %load_ext and e31 jobs, {args.runs} rounds")
+        prompt = bench.prompt(args.runs)
         phase_results = None
         if args.phases:
             log(f"4: worker phases, {args.phase_runs} runs")
@@ -462,9 +530,9 @@ def main(argv: list[str] | None = None) -> int:
             "total_s": time.perf_counter() - started,
             "targets": TARGETS,
         },
-        "analysis": analyse(runs, chain),
+        "analysis": analyse(runs, chain, prompt),
         "phases": phase_results,
-        "raw": {"runs": runs, "release_chain": chain},
+        "raw": {"runs": runs, "release_chain": chain, "prompt": prompt},
     }
     if args.json:
         print(json.dumps(results, indent=2))
