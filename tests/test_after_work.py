@@ -110,7 +110,7 @@ def test_values_that_cannot_be_saved_are_listed_and_the_job_succeeds(server, tmp
     a file where its values go makes the saving cell itself fail."""
     client = E31Client(server.url, server.token)
     lock_cell = cell_notebook("import threading\nlock = threading.Lock()\nn = 3", [], [], ["lock", "n"], "python3")
-    nbformat.write(lock_cell, tmp_path / "lock.ipynb")
+    nbformat.write(nbformat.from_dict(lock_cell), tmp_path / "lock.ipynb")
     job = wait_state(client, client.submit(path=str(tmp_path / "lock.ipynb"))["id"], "succeeded", "failed")
     assert job["state"] == "succeeded", job["reason"]
     [failure] = job["after_work_failures"]
@@ -122,7 +122,7 @@ def test_values_that_cannot_be_saved_are_listed_and_the_job_succeeds(server, tmp
         "import os\nopen(os.path.join(os.environ['E31_JOB_DIR'], 'values'), 'w').close()\nn = 3",
         [], [], ["n"], "python3",
     )  # fmt: skip
-    nbformat.write(blocked, tmp_path / "blocked.ipynb")
+    nbformat.write(nbformat.from_dict(blocked), tmp_path / "blocked.ipynb")
     job = wait_state(client, client.submit(path=str(tmp_path / "blocked.ipynb"))["id"], "succeeded", "failed")
     assert job["state"] == "succeeded", job["reason"]
     [failure] = job["after_work_failures"]

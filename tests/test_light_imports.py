@@ -31,7 +31,9 @@ def test_loading_the_magics_in_a_shell_imports_no_notebook_machinery():
         "from IPython.core.interactiveshell import InteractiveShell\n"
         "shell = InteractiveShell.instance()\n"
         "shell.run_line_magic('load_ext', 'e31_jupyter')\n"
-        "assert 'e31' in shell.magics_manager.magics['cell']"
+        "assert 'e31' in shell.magics_manager.magics['cell']\n"
+        "from e31_jupyter.notebook.job_notebook import cell_notebook\n"  # what a cell's submit sends
+        "cell_notebook('y = x + 1', [], ['x'], ['y'], 'python3')"
     )
     assert _heavy_modules_after(loaded) == []
 

@@ -144,9 +144,14 @@ def test_code_that_magics_run_is_read_too(tmp_path):
 
 
 def test_a_cell_jobs_parameters_are_the_names_the_cell_reads():
-    nb = cell_notebook(
-        "%time result = model(learning_rate) * scale", [], ["learning_rate", "scale"], ["result"], "python3"
+    nb = nbformat.from_dict(
+        cell_notebook(
+            "%time result = model(learning_rate) * scale", [], ["learning_rate", "scale"], ["result"], "python3"
+        )
     )
+    nbformat.validate(nb)  # written by hand as nbformat 4.5 JSON (job_notebook.py): a valid notebook
+    assert [c.metadata.tags for c in nb.cells] == [["e31-setup"], ["e31-cell"], ["e31-results"]]
+    assert len({c.id for c in nb.cells}) == 3
     assert parameter_warnings(nb, "python3", {"learning_rate": 0.5, "scale": 2}) == []  # no parameters cell needed
     (warning,) = parameter_warnings(nb, "python3", {"learning_rte": 0.5})
     assert warning.startswith("Parameter 'learning_rte' is not a name the cell reads: did you mean 'learning_rate'?")

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import ast
 import json
+import secrets
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import ModuleType
@@ -364,13 +365,12 @@ def import_line(alias: str, module: ModuleType) -> str:
     return f"import {name} as {alias}"
 
 
-def cell_notebook(
-    source: str, imports: list[str], inputs: list[str], outputs: list[str], kernel: str
-) -> nbformat.NotebookNode:
+def cell_notebook(source: str, imports: list[str], inputs: list[str], outputs: list[str], kernel: str) -> dict:
     """The job notebook for a cell: its inputs restored, the cell itself as it was written,
-    then its results handed back. Each part is its own readable cell."""
-    from nbformat.v4 import new_code_cell, new_notebook
+    then its results handed back. Each part is its own readable cell.
 
+    Written as nbformat 4.5 JSON, not with nbformat's builders: this runs in the user's kernel at
+    a cell's first submit, and importing nbformat there costs seconds (the server validates it)."""
     setup = ["# e31: this cell's inputs, as they were in the kernel that submitted it", *imports]
     if inputs:
         setup += ["from e31_jupyter.values import load_inputs", "", "globals().update(load_inputs())"]
@@ -380,12 +380,22 @@ def cell_notebook(
         "",
         f"save_outputs(globals(), {outputs!r})",
     ]
-    notebook = new_notebook(
-        cells=[
-            new_code_cell("\n".join(setup), metadata={"tags": [SETUP_TAG]}),
-            new_code_cell(source, metadata={"tags": [CELL_TAG]}),
-            new_code_cell("\n".join(results), metadata={"tags": [RESULTS_TAG]}),
-        ]
-    )
-    notebook.metadata.kernelspec = {"name": kernel, "display_name": kernel, "language": "python"}
-    return notebook
+    cells = [("\n".join(setup), SETUP_TAG), (source, CELL_TAG), ("\n".join(results), RESULTS_TAG)]
+    return {
+        "cells": [_code_cell(text, tag) for text, tag in cells],
+        "metadata": {"kernelspec": {"name": kernel, "display_name": kernel, "language": "python"}},
+        "nbformat": 4,
+        "nbformat_minor": 5,
+    }
+
+
+def _code_cell(source: str, tag: str) -> dict:
+    """A code cell as nbformat 4.5 writes it (an id of 8 hex digits, as nbformat makes them)."""
+    return {
+        "cell_type": "code",
+        "execution_count": None,
+        "id": secrets.token_hex(4),
+        "metadata": {"tags": [tag]},
+        "outputs": [],
+        "source": source,
+    }
