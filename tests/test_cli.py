@@ -243,7 +243,7 @@ def test_after_holds_a_job_until_the_one_it_names_has_succeeded(e31, client, gat
     assert code == 0 and f"queued (waiting for {first['id']} to succeed" in out, err  # and a forecast, once learnt
     then_id = out.split()[0]
     row = next(line for line in e31("jobs")[1].splitlines() if line.startswith(then_id))
-    assert row.split()[2:5] == ["queued", "-", "after"] and first["id"].split("-")[1] in row
+    assert row.split()[2:4] == ["queued", "-"] and f"after {first['id'].split('-')[1]}" in row  # and when, once learnt
     gated.open("first")
     assert wait_state(client, then_id, "succeeded", "failed", "expired")["state"] == "succeeded"
 
