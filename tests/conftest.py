@@ -47,9 +47,25 @@ def _rank(item) -> int:
     return next((i for i, prefix in enumerate(LONGEST_FIRST) if item.nodeid.startswith(prefix)), len(LONGEST_FIRST))
 
 
+SHARED_SERVER_HALVES = 2  # a module's tests split in this many groups, a worker and a server each
+
+
+def _shared_server_groups(items) -> dict:
+    """item -> its group: a module's tests alternate between its groups (in collection order),
+    so that no one worker is left with a whole module of minutes."""
+    seen: dict = {}
+    groups = {}
+    for item in items:
+        if "shared_server" in item.fixturenames:
+            n = seen[item.module] = seen.get(item.module, -1) + 1
+            groups[item] = f"shared-server:{item.module.__name__}:{n % SHARED_SERVER_HALVES}"
+    return groups
+
+
 @pytest.hookimpl(tryfirst=True)  # before -m selects and xdist groups by these marks
 def pytest_collection_modifyitems(config, items):
     items.sort(key=_rank)  # stable: otherwise in collection order
+    shared_server_groups = _shared_server_groups(items)
     for item in items:
         names = set(item.fixturenames)
         if names & SERVER_FIXTURES:
@@ -59,8 +75,8 @@ def pytest_collection_modifyitems(config, items):
                 for mark in marks:
                     item.add_marker(getattr(pytest.mark, mark))
                 item.add_marker(pytest.mark.xdist_group(group))
-        if "shared_server" in names:  # shared_server.py: one server per module, its tests in turn
-            item.add_marker(pytest.mark.xdist_group(f"shared-server:{item.module.__name__}"))
+        if item in shared_server_groups:  # shared_server.py: a module's tests in turn on one server
+            item.add_marker(pytest.mark.xdist_group(shared_server_groups[item]))
 
 
 @pytest.fixture

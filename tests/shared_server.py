@@ -8,8 +8,9 @@ its own, which names a user of its own, so it sees only its own jobs, its own ``
 meter. What the tests do share, the GPUs and the line, is left idle between them: when a test ends,
 its unfinished jobs are cancelled and waited for, and the next test starts on free GPUs.
 
-The tests of such a module run on one pytest-xdist worker, one after the other (conftest.py puts
-them in one group). A test that needs a server configured otherwise uses ``start_server``.
+Under pytest-xdist a module's tests are split in two groups (conftest.py), each run on one worker,
+one test after the other, with a server of its own. A test that needs a server configured
+otherwise, or one that has run nothing yet, uses ``start_server``.
 """
 
 from __future__ import annotations
