@@ -104,6 +104,11 @@ def format_job(job: dict) -> str:
         ("files", _files(job)),
         ("submitted", format_moment(job.get("submitted_at"))),
         ("started", format_moment(job.get("started_at"))),
+        *(
+            [("released", f"{format_moment(job['gpus_released_at'])} (its GPUs)")]
+            if job.get("gpus_released_at")
+            else []
+        ),
         ("finished", format_moment(job.get("finished_at"))),
     ]
     lines = [f"{label + ':':<11}{'-' if value is None else value}" for label, value in fields]

@@ -8,11 +8,14 @@ from typing import Any
 
 
 def gpu_seconds(job: Mapping[str, Any], now: float, since: float | None = None, until: float | None = None) -> float:
-    """GPUs granted x time held, optionally clipped to the window [since, until]."""
+    """GPUs granted x time held, optionally clipped to the window [since, until]. A job holds
+    its GPUs from its start until its kernel ends (``released_at``: its reports and files are made
+    after that, free), or until it ends, whichever comes first."""
     if job.get("started_at") is None:
         return 0.0  # queued (or never started): waiting is free
     start = job["started_at"]
-    end = job["finished_at"] if job.get("finished_at") is not None else now
+    ends: list[float] = [job[key] for key in ("released_at", "finished_at") if job.get(key) is not None]
+    end = min(ends) if ends else now
     if since is not None:
         start = max(start, since)
     if until is not None:

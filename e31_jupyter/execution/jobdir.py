@@ -30,6 +30,7 @@ class JobDir:
     executed_notebook = property(lambda self: self.path / "executed.ipynb")
     report = property(lambda self: self.path / "report.html")
     log = property(lambda self: self.path / "job.log")
+    released = property(lambda self: self.path / "released.json")  # the kernel has ended: the GPUs are free
     progress = property(lambda self: self.path / "progress.json")
     manifest = property(lambda self: self.path / "manifest.json")
     baseline = property(lambda self: self.path / "baseline.json")  # the work dir before the run

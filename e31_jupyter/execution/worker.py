@@ -210,6 +210,8 @@ def run(jobdir: JobDir) -> dict:
             shutil.rmtree(sockets, ignore_errors=True)
     signal.signal(signal.SIGTERM, signal.SIG_IGN)  # the notebook is done; let the results land
     finished_at = time.time()
+    # The kernel is gone: the job's GPUs can go back now, and the meter stop, before the reports.
+    write_json_atomic(jobdir.released, {"at": finished_at})
     failures: list[dict] = []
     if status == JobState.FAILED and _results_cell_failed(jobdir):  # the user's cells all ran
         status, reason = JobState.SUCCEEDED, ""

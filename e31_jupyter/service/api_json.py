@@ -41,6 +41,7 @@ def job_view(
         "submitted_at": iso(job["submitted_at"]),
         "started_at": iso(job["started_at"]),
         "finished_at": iso(job["finished_at"]),
+        "gpus_released_at": iso(job.get("released_at")),
         "work": work_view(spec),
         "output": {
             "files": spec.get("outputs", []),

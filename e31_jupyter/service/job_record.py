@@ -39,6 +39,7 @@ class JobRecord(Mapping[str, Any]):
     submitted_at: float = 0.0
     started_at: float | None = None
     finished_at: float | None = None
+    released_at: float | None = None  # its GPUs given back (its kernel ended); it may still be running
     granted: list[str] = field(default_factory=list)
     handle: dict | None = None  # the backend's, once it has started (or taken) the job
     stop_requested: StopRequest | None = None

@@ -14,7 +14,6 @@ from e31_jupyter.core import policy
 from e31_jupyter.core.after import Standing, standing
 from e31_jupyter.core.forecast import Forecast, run_forward
 from e31_jupyter.core.queue_order import Line
-from e31_jupyter.core.states import JobState
 from e31_jupyter.service.job_record import JobRecord
 from e31_jupyter.service.policy_input import History, PendingJobs, pending, standing_of
 from e31_jupyter.service.settings import Settings
@@ -96,7 +95,7 @@ class LineKeeper:
         self.waiting_for_others = self._still_waiting(rows)
         queued = [job for job in self._pending_jobs.of(rows) if job.id not in self.waiting_for_others]
         if running is None:
-            running = self.store.jobs((JobState.RUNNING,), brief=True)
+            running = self.store.holding()
         snapshot = self.history.snapshot(now, self.inventory, running)
         if self.current is not None and self._keys_hold(now):
             self.current.follow(queued)

@@ -46,6 +46,7 @@ log = logging.getLogger("e31")
 
 TIMED_PASS_S = 1.0  # how often it schedules with nothing new (deadlines become hopeless)
 PASS_GAP_S = 0.05  # submits and cancels closer than this (or than 2 passes' time) share one pass
+RELEASE_POLL_S = 0.05  # how often a running job's folder is looked at for the sign its kernel ended
 
 Device = tuple[str, bool, "JobRecord | None"]  # a GPU's name, whether it is busy, and the job holding it
 
@@ -210,7 +211,7 @@ class LocalScheduler:
 
     def devices(self) -> tuple[list[Device], list[JobRecord]]:
         running = self.store.jobs((JobState.RUNNING,))
-        holders = gpu_inventory.holders(self.inventory, running)
+        holders = gpu_inventory.holders(self.inventory, [job for job in running if job.released_at is None])
         return [(d, job is not None, job) for d, job in holders.items()], running
 
     # --- the pass (only on the scheduler) ---------------------------------------------------
@@ -221,7 +222,7 @@ class LocalScheduler:
             return
         started = self._last_pass = time.monotonic()
         now = self.clock()
-        running = self.store.jobs((JobState.RUNNING,), brief=True)
+        running = self.store.holding()
         snapshot = self.line.make(now, running)
         self._expire_let_down(now)
         line = self.line.current
@@ -337,16 +338,36 @@ class LocalScheduler:
             return None
 
     def _watch(self, job_id: str, handle: dict) -> None:
-        """Wait for the job's process in a thread; report its end to the event loop."""
+        """Wait for the job's process in a thread, and report its end to the event loop; in
+        another, look for the sign that its kernel has ended (``_release``)."""
         loop = self._loop
         assert loop is not None
+        ended = threading.Event()
+        released = self.files.jobdir(job_id).released
 
         def wait():
             exit_code = self.backend.wait(handle)
+            ended.set()
             ended_at = self.clock()
             loop.call_soon_threadsafe(self._finish, job_id, exit_code, ended_at)
 
+        def look_for_release():
+            while not ended.wait(RELEASE_POLL_S):
+                if released.exists():
+                    loop.call_soon_threadsafe(self._release, job_id)
+                    return
+
         threading.Thread(target=wait, name=f"e31-wait-{job_id}", daemon=True).start()
+        threading.Thread(target=look_for_release, name=f"e31-release-{job_id}", daemon=True).start()
+
+    def _release(self, job_id: str) -> None:
+        """The job's kernel has ended: its GPUs go back to the pool and its meter stops now,
+        while its worker goes on making its reports and collecting its files."""
+        job = self.store.get(job_id)
+        if job is None or job.state != JobState.RUNNING or job.released_at is not None:
+            return
+        self.store.update(job_id, released_at=self.clock())
+        self.schedule()
 
     def _stop(self, job_id: str, handle: dict | None) -> None:
         """End a running job's processes (SIGTERM, grace, SIGKILL); its watcher then finishes it.

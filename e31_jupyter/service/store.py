@@ -35,6 +35,7 @@ CREATE TABLE IF NOT EXISTS jobs (
     submitted_at REAL NOT NULL,
     started_at REAL,
     finished_at REAL,
+    released_at REAL,  -- when its kernel ended and its GPUs went back, before its reports were made
     granted TEXT NOT NULL DEFAULT '[]',
     handle TEXT,
     stop_requested TEXT NOT NULL DEFAULT '',  -- a StopRequest (cancel, timeout) while one is pending
@@ -75,11 +76,12 @@ _ADDED_COLUMNS = (
     ("jobs", "after_jobs", "TEXT NOT NULL DEFAULT '[]'"),
     ("jobs", "stop_by", "TEXT NOT NULL DEFAULT ''"),
     ("transitions", "cause", "TEXT NOT NULL DEFAULT ''"),
+    ("jobs", "released_at", "REAL"),
 )
 # What scheduling, the meter and the pool need of a job: no spec or result to decode.
 BRIEF_COLUMNS = (
     "id", "owner", "name", "team", "state", "gpus_requested", "max_runtime_s", "expected_runtime_s",
-    "max_runtime_given", "deadline", "submitted_at", "started_at", "finished_at", "granted",
+    "max_runtime_given", "deadline", "submitted_at", "started_at", "finished_at", "released_at", "granted",
 )  # fmt: skip
 
 
@@ -289,6 +291,17 @@ class Store:
         with self._lock:
             return [JobRecord.from_row(r) for r in self._db.execute(sql, params)]
 
+    def holding(self) -> list[JobRecord]:
+        """The running jobs that hold their GPUs still (BRIEF_COLUMNS): a job gives them back
+        when its kernel ends, before its reports are made and its files collected."""
+        with self._lock:
+            rows = self._db.execute(
+                f"SELECT {', '.join(BRIEF_COLUMNS)} FROM jobs WHERE state = ? AND released_at IS NULL"
+                " ORDER BY submitted_at DESC, id DESC",
+                (JobState.RUNNING.value,),
+            )
+            return [JobRecord.from_row(r) for r in rows]
+
     def queued_requests(self) -> list[sqlite3.Row]:
         """What a policy needs of each queued job (REQUEST_COLUMNS) and no more. The queue can be
         long and is read on every scheduling pass, most often with nothing or little written
@@ -396,7 +409,8 @@ class Store:
         with self._lock:
             rows = self._db.execute(
                 f"SELECT {', '.join(BRIEF_COLUMNS)} FROM jobs WHERE started_at IS NOT NULL"
-                " AND started_at < ? AND (finished_at IS NULL OR finished_at > ?)",
+                " AND started_at < ? AND (COALESCE(released_at, finished_at) IS NULL"
+                " OR COALESCE(released_at, finished_at) > ?)",
                 (until, since),
             )
             return [JobRecord.from_row(r) for r in rows]
