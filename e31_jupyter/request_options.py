@@ -166,6 +166,10 @@ OPTION_LIST: tuple[Option, ...] = (
     Option(("--name",), "a name for the job{default}", field="name", helps={UPDATE: "a new name", CELL: None}),
     Option(("--team",), "the team to charge{default}", field="team", helps={CELL: None}),
     Option(
+        ("-k", "--kernel"), "the kernel to run it on (papermill's -k){default}", field="kernel", metavar="NAME",
+        usual="the one the notebook names", helps={CELL: "the kernel to run it on (default: this one's)"},
+    ),
+    Option(
         ("--output",), "files to collect (repeatable{default})", field="outputs", usual="all it wrote",
         action="append", metavar="GLOB", dest="outputs", helps={CELL: "files to collect"},
     ),
@@ -194,7 +198,7 @@ OPTIONS: dict[str, Option] = {option.name: option for option in OPTION_LIST}  # 
 # What each takes, in the order its help lists them.
 REQUEST = (
     "--parameters", "--parameters-raw", "--parameters-yaml", "--parameters-file", "--gpus", "--max-runtime",
-    "--expected-runtime", "--deadline", "--after", "--name", "--team", "--output", "--report",
+    "--expected-runtime", "--deadline", "--after", "--name", "--team", "--kernel", "--output", "--report",
 )  # fmt: skip
 CONTAINER = ("--image", "--memory", "--cpus")  # for queues that run jobs in containers (c.E31.backend = 'docker')
 SUBMIT_OPTIONS = (*REQUEST, "--sweep", "--data", *CONTAINER)
@@ -202,7 +206,7 @@ RESUBMIT_OPTIONS = REQUEST
 UPDATE_OPTIONS = ("--gpus", "--max-runtime", "--expected-runtime", "--deadline", "--name", "--team", "--after")
 CELL_OPTIONS = (
     "--gpus", "--max-runtime", "--expected-runtime", "--deadline", "--after", "--name", "--team",
-    "--output", "--report", "--data", *CONTAINER,
+    "--kernel", "--output", "--report", "--data", *CONTAINER,
 )  # fmt: skip
 
 

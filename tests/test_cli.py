@@ -131,6 +131,21 @@ def test_the_data_a_warning_suggests_works_as_typed_from_another_folder(e31, cli
     assert "2 rows" in client.log_tail(submitted_id(err))
 
 
+def test_a_notebook_naming_a_kernel_this_server_lacks_runs_on_the_one_given_with_kernel(e31, client, tmp_path):
+    """papermill's own test notebooks name the kernel `python`: `papermill -k python3` runs them."""
+    named = write_notebook(tmp_path / "named.ipynb", "import sys\nprint('ran on Python', sys.version_info[0])",
+                           parameters="epochs = 1", kernel="python")  # fmt: skip
+    assert_one_line_error(*e31("submit", named), "kernel 'python'", "Available kernels: ", "--kernel")
+    assert_one_line_error(*e31("submit", named, "--kernel", "nope"), "no kernel 'nope'", "python3")
+    code, out, err = e31("submit", named, "-k", "python3", "-p", "epochs", 2, "--wait")
+    assert code == 0, out + err
+    job = client.job(submitted_id(err))
+    assert job["work"]["kernel"] == "python3" and "ran on Python 3" in client.log_tail(job["id"])
+    code, out, err = e31("resubmit", job["id"], "--wait")  # on the kernel it ran on
+    assert code == 0, out + err
+    assert client.job(submitted_id(err))["work"]["kernel"] == "python3"
+
+
 def test_submit_wait_of_a_failing_notebook_exits_non_zero(e31, tmp_path):
     bad = write_notebook(tmp_path / "bad.ipynb", "raise ValueError('no convergence')")
     code, out, err = e31("submit", bad, "--wait")

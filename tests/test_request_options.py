@@ -115,6 +115,17 @@ def test_the_shared_options_read_the_same_in_every_parser():
     assert _request(_cell_parser().parse_args(read_argv(argv))) == fields
 
 
+def test_the_kernel_is_named_with_k_or_kernel_as_papermill_does_and_is_no_update():
+    submit = submit_bodies(build_parser().parse_args(["submit", "/nb/r.ipynb", "-k", "ir"]))
+    assert submit == [{"path": "/nb/r.ipynb", "kernel": "ir"}]
+    assert request_changes(build_parser().parse_args(["resubmit", "last", "--kernel", "python3"])) == {
+        "kernel": "python3"
+    }
+    assert _request(_cell_parser().parse_args(["--kernel", "py311"])) == {"gpus": 0, "kernel": "py311"}
+    with pytest.raises(SystemExit):  # a queued job's kernel is not changed in place: resubmit it
+        build_parser().parse_args(["update", "j", "--kernel", "python3"])
+
+
 def test_a_full_submit_line_makes_the_body_it_always_made(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     argv = ["submit", "nb.ipynb", "--gpus", "2", "--max-runtime", "6h", "--expected-runtime", "90", "--deadline",

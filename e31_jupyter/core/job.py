@@ -198,7 +198,7 @@ class JobSpec:
 _SUBMIT_FIELDS = {
     "path", "notebook", "notebook_name", "folder", "parameters", "data", "gpus", "max_runtime",
     "expected_runtime", "deadline", "name", "team", "outputs", "reports", "inputs", "fingerprint",
-    "image", "memory", "cpus", "after",
+    "image", "memory", "cpus", "after", "kernel",
 }  # fmt: skip
 _CONTAINER_FIELDS = ("image", "memory", "cpus")
 

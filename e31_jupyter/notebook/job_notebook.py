@@ -96,18 +96,34 @@ def _validated(content, label: str) -> nbformat.NotebookNode:
     return notebook
 
 
-def kernel_of(notebook: nbformat.NotebookNode, available: list[str]) -> str:
-    """The kernel the notebook asks for, if this server has it. A notebook that names none (one
-    written by a script, say) is a Python notebook for python3: that is written into its metadata,
-    where papermill looks for the language it writes parameters in."""
+def kernel_of(notebook: nbformat.NotebookNode, available: list[str], asked: str | None = None) -> str:
+    """The kernel the job runs on, if this server has it: ``asked`` (``kernel`` in the request,
+    papermill's ``-k``), else the one the notebook names. A notebook that names none (one written
+    by a script, say) is a Python notebook for python3: that is written into its metadata, where
+    papermill looks for the language it writes parameters in."""
+    if asked is not None:
+        return _asked_kernel(asked, available)
     name = notebook.metadata.get("kernelspec", {}).get("name") or _python_by_default(notebook)
     if name not in available:
         raise InvalidRequest(
             f"The notebook asks for kernel {name!r}, which this server does not have. "
             f"Available kernels: {', '.join(sorted(available)) or 'none'}. "
-            "Change the notebook's kernel (Kernel > Change Kernel) and submit again."
+            "Change the notebook's kernel (Kernel > Change Kernel) and submit again, or name one with --kernel."
         )
     return name
+
+
+def _asked_kernel(asked, available: list[str]) -> str:
+    if not isinstance(asked, str) or not asked.strip():
+        raise InvalidRequest(
+            f"kernel must be the name of a kernel, got {asked!r}. Available kernels: {', '.join(sorted(available)) or 'none'}."
+        )
+    if asked not in available:
+        raise InvalidRequest(
+            f"kernel: this server has no kernel {asked!r}. Available kernels: {', '.join(sorted(available)) or 'none'} "
+            "(jupyter kernelspec list shows them)."
+        )
+    return asked
 
 
 def _python_by_default(notebook: nbformat.NotebookNode) -> str:

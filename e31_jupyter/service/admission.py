@@ -107,7 +107,7 @@ class Admission:
         inputs = inputs_path(body.get("inputs"))
         await asyncio.to_thread(check_size, data + ([inputs] if inputs else []), self._settings.max_input_bytes)
         notebook, notebook_name, folder = notebook_from_request(body, root_dir)
-        kernel = kernel_of(notebook, kernels)
+        kernel = kernel_of(notebook, kernels, body.get("kernel"))
         # Reading a long notebook's code takes a while: off the event loop.
         warnings += await asyncio.to_thread(notebook_warnings, notebook, kernel, parameters, folder, data)
         spec = JobSpec(

@@ -41,7 +41,7 @@ CHECK_ID = "(checked)"  # the id a checked job has in the line it is checked aga
 # What a resubmit may change; the rest comes from the earlier job.
 RESUBMIT_CHANGES = frozenset({
     "gpus", "max_runtime", "expected_runtime", "deadline", "name", "team", "parameters", "outputs", "reports",
-    "after",
+    "after", "kernel",
 })  # fmt: skip
 
 

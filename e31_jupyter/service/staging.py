@@ -243,6 +243,7 @@ def body_again(jobdir: JobDir, spec: dict) -> dict:
         "name": spec["name"],
         "team": spec.get("team") or None,
         "outputs": spec.get("outputs") or [],
+        "kernel": spec["kernel"],  # what it ran on, named with --kernel or by its notebook
     }  # fmt: skip
     if spec.get("reports") is not None:
         body["reports"] = spec["reports"]

@@ -26,6 +26,14 @@ describe('the submit form', () => {
     });
   });
 
+  it('names a kernel only when one is typed in: else the notebook says', () => {
+    const form = initialForm({ kind: 'path', path: 'train.ipynb' }, []);
+    expect(form.kernel).toBe('');
+    expect(submitRequest(form, { kind: 'path', path: 'train.ipynb' }, [], 2).request).not.toHaveProperty('kernel');
+    form.kernel = 'python3';
+    expect(submitRequest(form, { kind: 'path', path: 'train.ipynb' }, [], 2).request?.kernel).toBe('python3');
+  });
+
   it('becomes a request with only the fields that were filled in', () => {
     const form = initialForm({ kind: 'path', path: 'train.ipynb' }, params);
     form.parameters.label = 'changed';
@@ -157,10 +165,22 @@ describe('the resubmit form', () => {
       expectedRuntime: '',
       name: 'sweep',
       team: 'nlp',
+      kernel: '',
       outputs: '*.pt',
       data: '',
       parameters: { lr: '0.1', tag: 'a' },
       after: []
+    });
+  });
+
+  it('starts on the kernel the job ran on and sends another one typed in', () => {
+    const ran = job({ ...original, work: { ...original.work, kernel: 'python3' } });
+    const p = jobParameters(ran);
+    const start = initialForm({ kind: 'job', job: ran }, p);
+    expect(start.kernel).toBe('python3');
+    expect(resubmitRequest({ ...start, kernel: ' conda-py311 ' }, start, p, 2)).toEqual({
+      request: { kernel: 'conda-py311' },
+      errors: {}
     });
   });
 

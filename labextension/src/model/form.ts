@@ -15,6 +15,8 @@ export interface ISubmitForm {
   expectedRuntime: string;
   name: string;
   team: string;
+  /** The kernel to run it on; empty: the one the notebook names. */
+  kernel: string;
   /** Globs, separated by commas or new lines. */
   outputs: string;
   /** Files or folders to copy into the job, next to the notebook unless absolute; separated as outputs are. */
@@ -60,6 +62,7 @@ export function initialForm(
       expectedRuntime: durationInput(job.request.expected_runtime_s),
       name: job.name,
       team: job.team || '',
+      kernel: job.work?.kernel || '',
       outputs: (job.output?.files ?? []).join(', '),
       data: '',
       parameters: fields,
@@ -73,6 +76,7 @@ export function initialForm(
     expectedRuntime: '',
     name: notebookName(source).replace(/\.ipynb$/, ''),
     team: remembered.team ?? '',
+    kernel: '',
     outputs: '',
     data: '',
     parameters: fields,
@@ -134,7 +138,8 @@ const TEXT_FIELDS: [keyof ISubmitForm, keyof ISubmitRequest & keyof IResubmitReq
   ['maxRuntime', 'max_runtime'],
   ['expectedRuntime', 'expected_runtime'],
   ['name', 'name'],
-  ['team', 'team']
+  ['team', 'team'],
+  ['kernel', 'kernel']
 ];
 
 /** A new job's request from the form; empty fields are left to the server's defaults. */

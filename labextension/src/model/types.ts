@@ -130,6 +130,8 @@ export interface ISubmitRequest {
   deadline?: string;
   name?: string;
   team?: string;
+  /** The kernel to run it on instead of the one the notebook names (papermill's -k). */
+  kernel?: string;
   outputs?: string[];
   reports?: string[];
   /** Ids of jobs that must all succeed before this one starts. */

@@ -272,6 +272,7 @@ function FormView(props: {
         <h3>Job</h3>
         {text('name', 'Name', notebookName(source).replace(/\.ipynb$/, ''))}
         {text('team', 'Team', 'e.g. vision', 'the GPU-hours count towards this team')}
+        {text('kernel', 'Kernel', "the notebook's", 'optional; another kernel of this server to run it on')}
         {text(
           'outputs',
           'Outputs',
