@@ -346,6 +346,31 @@ def test_an_impossible_deadline_shows_the_servers_message_and_the_dialog_stays_o
     assert first["request"]["gpus"] == 1 and again["work"]["parameters"] == {"n": 7}
 
 
+def test_a_notebook_naming_a_kernel_the_server_lacks_is_run_on_the_kernel_typed_in_the_dialog(lab, api, context):
+    notebook = write_notebook(
+        lab.root / "elsewhere.ipynb", "import sys\nprint('on', sys.version_info[0])", kernel="python"
+    )
+    page = context.new_page()
+    open_lab(page, lab, "kernel")  # the notebook itself is not opened: Lab would ask for a kernel
+    show_sidebar(page, "filebrowser")
+    item = page.locator('.jp-DirListing-item[data-file-type="notebook"]').filter(has_text="elsewhere.ipynb")
+    item.click(button="right")
+    page.locator(".lm-Menu-item").filter(has_text="Submit as GPU Job…").click()
+    dialog = page.locator(".e31-SubmitDialog")
+    settled(dialog)
+    expect(dialog.locator('input[name="kernel"]')).to_have_value("")  # the notebook's, unless one is typed
+    dialog.locator('input[name="gpus"]').fill("0")
+    dialog.locator(".jp-Dialog-button.jp-mod-accept").click()
+    expect(dialog.locator(".e31-SubmitForm-error")).to_contain_text("kernel 'python'")
+    dialog.locator('input[name="kernel"]').fill("python3")
+    dialog.locator(".jp-Dialog-button.jp-mod-accept").click()
+    closes_once_saved(dialog)
+    show_panel(page)
+    expect(job_row(page, "elsewhere")).to_have_attribute("data-state", "succeeded", timeout=JOB_END_WAIT)
+    (job,) = [j for j in api.jobs() if j["name"] == "elsewhere"]
+    assert job["work"]["kernel"] == "python3" and str(notebook).endswith("elsewhere.ipynb")
+
+
 def test_a_queued_job_is_changed_in_place_from_its_detail_view(lab, api, context):
     # A gate of its own: the first test opened "blocker"'s, which would end this blocker at once.
     blocker = api.submit(
