@@ -230,6 +230,19 @@ def test_a_sweep_submits_one_job_per_combination(e31, client):
     assert client.job(out.split()[0])["name"] == "mine"  # a name given wins
 
 
+def test_a_sweeps_jobs_say_their_places_and_starts_as_they_stand_once_all_are_in_line(e31, client, gated):
+    wait_state(client, gated.submit(client, "blocker", gpus=2, expected_runtime="10m")["id"], "running")
+    code, out, err = e31("submit", TRAIN, "--gpus", 1, "--expected-runtime", "5m", "--sweep", "epochs", 1, 2, 3, 4)
+    assert code == 0, err
+    lines = out.splitlines()
+    assert [re.search(r"\(position (\d+)", line).group(1) for line in lines] == ["1", "2", "3", "4"], out
+    assert all("expected to start in" in line for line in lines), out  # each point, not only the first
+    listed = {job["id"]: job for job in client.jobs(state="queued")}
+    for line in lines:  # as `e31 jobs` says right after
+        assert f"(position {listed[line.split()[0]]['queue_position']}, " in line
+    gated.open("blocker")
+
+
 def test_a_sweep_refused_part_way_says_what_was_submitted(start_server, gated, capsys):
     server = start_server(extra_args=["--E31.max_queued_per_user=2"])
     client = E31Client(server.url, server.token)

@@ -79,7 +79,14 @@ def submit_sweep(client: E31Client, bodies: list[dict]) -> list[dict]:
                 error.status,
             ) from None
     print_warnings(dict.fromkeys(w for job in jobs for w in job.get("warnings") or []))
-    return jobs
+    return _as_they_stand(client, jobs)
+
+
+def _as_they_stand(client: E31Client, jobs: list[dict]) -> list[dict]:
+    """The jobs read again once all are in line: the places and expected starts each submit
+    answered were of a line the later points had not joined yet (and the earlier may have left)."""
+    now = {job["id"]: job for job in client.jobs(ids=[job["id"] for job in jobs])}
+    return [{**job, **now.get(job["id"], {})} for job in jobs]
 
 
 def cmd_resubmit(client: E31Client, args) -> int:

@@ -48,7 +48,6 @@ class LineKeeper:
             self.current = None  # who waits for whom changed: the line is made anew when next asked
         else:
             self.rejoin(job)
-        self._forecast = (None, Forecast())  # the line changed in place: forecast it again
 
     def positions(self) -> Line:
         """Place in line of each queued job (``.get(id)``, 1 = next), in the order the policy
@@ -135,7 +134,9 @@ class LineKeeper:
         line = self.positions()
         if standing_of(self.store, job).ready:
             line.join(pending(job))
+        self._forecast = (None, Forecast())  # the line changed in place: forecast it again
 
     def leave(self, job_id: str) -> None:
         if self.current is not None:
             self.current.leave(job_id)
+        self._forecast = (None, Forecast())

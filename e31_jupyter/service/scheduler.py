@@ -234,13 +234,13 @@ class LocalScheduler:
             self.store.transition(
                 job_id, (JobState.QUEUED,), JobState.EXPIRED, reason, now, cause=Cause.SCHEDULER, finished_at=now
             )
-            line.leave(job_id)
+            self.line.leave(job_id)
         free = gpu_inventory.free_devices(self.inventory, running)
         for job_id in decision.start:
             gpus = line.job(job_id).gpus
             devices, free = free[:gpus], free[gpus:]
             self._grant(job_id, devices, now)
-            line.leave(job_id)
+            self.line.leave(job_id)
         self._pass_s = time.monotonic() - started
 
     def _expire_let_down(self, now: float) -> None:
