@@ -75,6 +75,12 @@ def ts(value: str | None) -> float | None:
     return dt.datetime.fromisoformat(value).timestamp() if value else None
 
 
+def held_s(job: dict) -> float:
+    """How long an ended job held its GPUs, as the meter charges it: from its start until its
+    kernel ended and they went back (gpus_released_at), or until it ended if that came first."""
+    return ts(job["gpus_released_at"] or job["finished_at"]) - ts(job["started_at"])
+
+
 TOKEN_PER_USER = '''
 from jupyter_server.auth.identity import IdentityProvider, User
 

@@ -9,6 +9,7 @@ import nbformat
 import pytest
 from conftest import EXAMPLES, ts, wait_for, wait_state, write_notebook
 from shared_server import server, shared_server  # noqa: F401 (fixtures: one server, a user per test)
+from support import held_s
 
 from e31_jupyter.core.errors import InvalidRequest
 
@@ -46,7 +47,7 @@ def test_three_one_gpu_jobs_on_two_gpus(client, gated):
     for job in (b, c):
         assert client.download(job["id"], "devices.txt").decode() == job["gpus"][0]
     assert b["gpus"] != c["gpus"]
-    assert c["meter"]["gpu_seconds"] == pytest.approx(ts(c["finished_at"]) - ts(c["started_at"]), abs=0.01)
+    assert c["meter"]["gpu_seconds"] == pytest.approx(held_s(c), abs=0.01)
 
 
 def test_a_job_without_gpus_sees_none(client, gated):
@@ -152,8 +153,7 @@ def test_server_killed_mid_job_then_restarted(start_server, tmp_path, gated):
     gated.open("survivor")
     done = wait_state(client, job["id"], "succeeded", "failed")
     assert done["state"] == "succeeded", done["reason"]
-    held = ts(done["finished_at"]) - ts(done["started_at"])
-    assert done["meter"]["gpu_seconds"] == pytest.approx(held, abs=0.01)
+    assert done["meter"]["gpu_seconds"] == pytest.approx(held_s(done), abs=0.01)
     for q in queued:
         gated.open(q["name"])
         assert wait_state(client, q["id"], "succeeded", "failed")["state"] == "succeeded"

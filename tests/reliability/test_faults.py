@@ -14,7 +14,7 @@ import time
 import psutil
 import pytest
 import requests
-from support import ts, wait_for, wait_state, write_notebook
+from support import held_s, ts, wait_for, wait_state, write_notebook
 
 from e31_jupyter.client import E31Client
 
@@ -171,8 +171,7 @@ def test_crash_loop_loses_nothing_and_runs_nothing_twice(start_server, tmp_path)
     for job in jobs.values():
         assert job["state"] != "failed", (job["id"], job["reason"])
         if job["started_at"]:
-            held = ts(job["finished_at"]) - ts(job["started_at"])
-            assert job["meter"]["gpu_seconds"] == pytest.approx(len(job["gpus"]) * held, abs=0.01)
+            assert job["meter"]["gpu_seconds"] == pytest.approx(len(job["gpus"]) * held_s(job), abs=0.01)
         if job["state"] == "succeeded":
             assert job["id"] in ran
     holds = [
