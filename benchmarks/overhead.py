@@ -8,10 +8,11 @@ its target:
 
 1. submit -> running with a free GPU: the job record's ``submitted_at -> started_at`` and the
    client-observed time from sending POST /e31/api/jobs to seeing the job ``running``.
-2. release: job A holds the only GPU and the next job waits behind it. "worker exit -> next
-   started" runs from A's ``manifest.json`` being written (the worker's last act; its mtime) to
-   the next job's ``started_at``; "release recorded -> next started" from A's ``finished_at`` (the
-   moment the server saw A's process gone) to the next job's ``started_at``.
+2. release: job A holds the only GPU and the next job waits behind it. "kernel ended -> next
+   started" runs from A's ``released.json`` being written (the worker's mark that its kernel has
+   ended; its mtime) to the next job's ``started_at``; "release recorded -> next started" from
+   A's ``gpus_released_at`` (or ``finished_at``, had its process ended first) to the next job's
+   ``started_at``. A then goes on making its reports, off the meter.
 3. wall time of a one-cell notebook (``x = 1``): through e31 (client-observed, POST -> final
    state, with the default HTML report and with ``reports=[]``) against bare papermill, both the
    CLI (``python -m papermill in.ipynb out.ipynb``) and in-process ``papermill.execute_notebook``.
@@ -173,10 +174,17 @@ class Bench:
             "worker_notebook_s": manifest["finished_at"] - manifest["started_at"],
             "worker_after_notebook_s": self._manifest_written(job_id) - manifest["finished_at"],
             "manifest_to_release_s": finished - self._manifest_written(job_id),
+            # what the meter charges (one GPU) against the job's whole run: the reports are not in it
+            "meter_s": job["meter"]["gpu_seconds"],
+            "started_to_finished_s": finished - started,
         }
 
     def _manifest_written(self, job_id: str) -> float:
         return (self.jobdir(job_id) / "manifest.json").stat().st_mtime
+
+    def _kernel_ended(self, job_id: str) -> float:
+        """When the worker marked the kernel's end (released.json), its GPUs free from then."""
+        return (self.jobdir(job_id) / "released.json").stat().st_mtime
 
     # 3: bare papermill --------------------------------------------------------------------------
 
@@ -253,10 +261,10 @@ class Bench:
         ordered = sorted(jobs.values(), key=lambda j: ts(j["started_at"]))
         exit_to_next, release_to_next, exit_to_release = [], [], []
         for a, b in zip(ordered, ordered[1:]):
-            a_finished, b_started = ts(a["finished_at"]), ts(b["started_at"])
+            a_finished, b_started = ts(a["gpus_released_at"] or a["finished_at"]), ts(b["started_at"])
             if ts(b["submitted_at"]) > a_finished:
-                continue  # b was not waiting when a ended: not a hand-over
-            written = self._manifest_written(a["id"])
+                continue  # b was not waiting when a gave its GPU back: not a hand-over
+            written = self._kernel_ended(a["id"])
             exit_to_next.append(b_started - written)
             release_to_next.append(b_started - a_finished)
             exit_to_release.append(a_finished - written)
@@ -378,6 +386,8 @@ def analyse(runs: dict, chain: dict, prompt: dict) -> dict:
                     "worker_notebook_s",
                     "worker_after_notebook_s",
                     "manifest_to_release_s",
+                    "meter_s",
+                    "started_to_finished_s",
                 )
             }
             for kind in ("e31_html", "e31_no_html")
@@ -427,9 +437,9 @@ def print_report(res: dict) -> None:
 
     r = a["release"]
     header(f"2. release, 1-GPU inventory, next job queued (seconds; n={r['worker_exit_to_next_started_s']['n']})")
-    row("worker exit (manifest) -> next started", r["worker_exit_to_next_started_s"], TARGETS["release_s"])
-    row("release recorded (finished_at) -> next started", r["release_recorded_to_next_started_s"], TARGETS["release_s"])
-    row("worker exit (manifest) -> release recorded", r["worker_exit_to_release_recorded_s"])
+    row("kernel ended (released.json) -> next started", r["worker_exit_to_next_started_s"], TARGETS["release_s"])
+    row("release recorded -> next started", r["release_recorded_to_next_started_s"], TARGETS["release_s"])
+    row("kernel ended (released.json) -> release recorded", r["worker_exit_to_release_recorded_s"])
 
     wall = a["wall"]
     header(f"3. wall time, one-cell notebook `x = 1` (seconds; n={wall['papermill_cli_s']['n']} each)")
@@ -459,6 +469,8 @@ def print_report(res: dict) -> None:
         row(f"{label}: run() -> notebook done (papermill)", b["worker_notebook_s"])
         row(f"{label}: notebook done -> manifest (files, reports)", b["worker_after_notebook_s"])
         row(f"{label}: manifest written -> release recorded", b["manifest_to_release_s"])
+        row(f"{label}: meter, GPU-seconds charged (1 GPU)", b["meter_s"])
+        row(f"{label}: started -> finished (record)", b["started_to_finished_s"])
 
     if res.get("phases"):
         header("4. a worker-like process, phase by phase (seconds)")
