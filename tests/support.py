@@ -77,8 +77,10 @@ def ts(value: str | None) -> float | None:
 
 def held_s(job: dict) -> float:
     """How long an ended job held its GPUs, as the meter charges it: from its start until its
-    kernel ended and they went back (gpus_released_at), or until it ended if that came first."""
-    return ts(job["gpus_released_at"] or job["finished_at"]) - ts(job["started_at"])
+    kernel ended and they went back (gpus_released_at), or until it ended if that came first (a
+    server that found it ended after a restart records the kernel's end as its end)."""
+    ends = [ts(job[key]) for key in ("gpus_released_at", "finished_at") if job.get(key)]
+    return min(ends) - ts(job["started_at"])
 
 
 TOKEN_PER_USER = '''
