@@ -175,7 +175,7 @@ def test_crash_loop_loses_nothing_and_runs_nothing_twice(start_server, tmp_path)
         if job["state"] == "succeeded":
             assert job["id"] in ran
     holds = [
-        (gpu, ts(j["started_at"]), ts(j["finished_at"]), j["id"])
+        (gpu, ts(j["started_at"]), ts(j["started_at"]) + held_s(j), j["id"])  # held until released
         for j in jobs.values() if j["started_at"] for gpu in j["gpus"]
     ]  # fmt: skip
     for gpu in {h[0] for h in holds}:
