@@ -75,6 +75,18 @@ def settled(dialog) -> None:
     expect(dialog.locator('input[name="gpus"]')).to_be_focused()
 
 
+def submit_from_file_browser(page, name: str):
+    """Open the submit dialog on the notebook ``name`` from the file browser's context menu,
+    once its form has settled; returns the dialog."""
+    show_sidebar(page, "filebrowser")
+    item = page.locator('.jp-DirListing-item[data-file-type="notebook"]').filter(has_text=name)
+    item.click(button="right")
+    page.locator(".lm-Menu-item").filter(has_text="Submit as GPU Job…").click()
+    dialog = page.locator(".e31-SubmitDialog")
+    settled(dialog)
+    return dialog
+
+
 def closes_once_saved(dialog) -> None:
     """The dialog closes when the server has taken the submit or change; a slow machine gets
     15 s, and a dialog left open says why (its error, if the server refused)."""
@@ -236,12 +248,7 @@ def test_a_job_is_set_to_run_after_another_in_the_dialog_and_says_what_it_waits_
     hexpart = first["id"].split("-")[1]
     page = context.new_page()
     open_lab(page, lab, "after")
-    show_sidebar(page, "filebrowser")
-    item = page.locator('.jp-DirListing-item[data-file-type="notebook"]').filter(has_text="then.ipynb")
-    item.click(button="right")
-    page.locator(".lm-Menu-item").filter(has_text="Submit as GPU Job…").click()
-    dialog = page.locator(".e31-SubmitDialog")
-    settled(dialog)
+    dialog = submit_from_file_browser(page, "then.ipynb")
     choice = dialog.locator(".e31-AfterField-choice").filter(has_text=f"job {hexpart}")
     # Eight active jobs came after it: it is listed once the older ones are asked for.
     expect(dialog.locator(".e31-AfterField-choice")).to_have_count(AFTER_CHOICES)
@@ -352,12 +359,7 @@ def test_a_notebook_naming_a_kernel_the_server_lacks_is_run_on_the_kernel_typed_
     )
     page = context.new_page()
     open_lab(page, lab, "kernel")  # the notebook itself is not opened: Lab would ask for a kernel
-    show_sidebar(page, "filebrowser")
-    item = page.locator('.jp-DirListing-item[data-file-type="notebook"]').filter(has_text="elsewhere.ipynb")
-    item.click(button="right")
-    page.locator(".lm-Menu-item").filter(has_text="Submit as GPU Job…").click()
-    dialog = page.locator(".e31-SubmitDialog")
-    settled(dialog)
+    dialog = submit_from_file_browser(page, "elsewhere.ipynb")
     expect(dialog.locator('input[name="kernel"]')).to_have_value("")  # the notebook's, unless one is typed
     dialog.locator('input[name="gpus"]').fill("0")
     dialog.locator(".jp-Dialog-button.jp-mod-accept").click()
