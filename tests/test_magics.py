@@ -2,82 +2,15 @@
 
 from __future__ import annotations
 
-import os
 import re
 import subprocess
 import sys
 import threading
-from dataclasses import dataclass, field
 
-import pytest
 from conftest import EXAMPLES, wait_state, write_notebook
-from jupyter_client.manager import KernelManager
+from kernels import Kernel, kernel  # noqa: F401 (kernel: a fixture)
+from kernels import job_id_in as _job_id
 from shared_server import server, shared_server  # noqa: F401 (fixtures: one server, a user per test)
-
-
-@dataclass
-class Output:
-    stdout: str = ""
-    stderr: str = ""
-    displays: list[dict] = field(default_factory=list)
-    error: str = ""
-
-
-class Kernel:
-    """A real IPython kernel, started the way a Jupyter server starts one (with E31_URL/TOKEN)."""
-
-    def __init__(self, server, cwd):
-        env = {**os.environ, "E31_URL": server.url, "E31_TOKEN": server.token}
-        self.manager = KernelManager(kernel_name="python3")
-        self.manager.start_kernel(cwd=str(cwd), env=env)
-        self._connect()
-
-    def _connect(self):
-        self.client = self.manager.client()
-        self.client.start_channels()
-        self.client.wait_for_ready(timeout=60)
-
-    def run(self, code: str, timeout: float = 120) -> Output:
-        out = Output()
-
-        def hook(message):
-            kind, content = message["msg_type"], message["content"]
-            if kind == "stream":
-                setattr(out, content["name"], getattr(out, content["name"]) + content["text"])
-            elif kind in ("display_data", "execute_result"):
-                out.displays.append(content["data"])
-            elif kind == "error":
-                out.error = "\n".join(content["traceback"])
-
-        self.client.execute_interactive(code, output_hook=hook, timeout=timeout)
-        return out
-
-    def value(self, expression: str) -> str:
-        return self.run(f"print(repr({expression}))").stdout.strip()
-
-    def restart(self):
-        self.client.stop_channels()
-        self.manager.restart_kernel(now=True)
-        self._connect()
-
-    def stop(self):
-        self.client.stop_channels()
-        self.manager.shutdown_kernel(now=True)
-
-
-@pytest.fixture
-def kernel(server, tmp_path):
-    k = Kernel(server, tmp_path)
-    k.run("%load_ext e31_jupyter")
-    yield k
-    k.stop()
-
-
-def _job_id(output: Output) -> str:
-    match = re.search(r"e31: job (\S+) ", output.stdout)
-    assert match, (output.stdout, output.stderr, output.error)
-    return match.group(1)
-
 
 HEADLINE_SETUP = """
 import numpy as nmp

@@ -274,7 +274,7 @@ def test_a_restarted_server_shows_what_slurm_did_meanwhile(start_slurm_server, s
 
 
 def test_a_cell_runs_through_slurm_and_is_collected(start_slurm_server, slurm, tmp_path):
-    from test_magics import Kernel
+    from kernels import Kernel
 
     server = start_slurm_server(  # store and jobs apart; a variable of the server's that no job may see
         f"--E31.slurm_shared_dir={tmp_path / 'shared'}", env={"E31_TEST_SECRET": "x", "E31_TOKEN": "leaked"}
