@@ -178,7 +178,8 @@ def test_a_kernel_over_its_memory_limit_fails_the_job_saying_so(engine, start_do
     notebook = write_notebook(tmp_path / "greedy.ipynb", "x = 1", "big = b'x' * (700 << 20)", "never = True")
     job = wait_state(client, client.submit(path=str(notebook), memory="256m")["id"], "failed", "succeeded")
     assert job["reason"].startswith(
-        "kernel died in cell 2 of 3: killed by SIGKILL, most often by the out-of-memory killer"
+        "kernel died in cell 2 of 3 (\"big = b'x' * (700 << 20)\"): killed by SIGKILL, most often by the "
+        "out-of-memory killer"
     )
     assert engine.job_containers(job["id"]) == []
 

@@ -144,7 +144,7 @@ def test_a_failing_cell_fails_the_job_and_collect_shows_the_traceback(kernel, cl
     collected = kernel.run(f"%e31 collect {job_id}")
     assert collected.stderr.count("division by zero") == 1, collected.stderr  # the traceback, once
     assert (
-        collected.error == f"e31: job {job_id} (before = 1) failed: cell 2 raised ZeroDivisionError: division by zero"
+        collected.error == f"e31: job {job_id} (before = 1) failed: the cell raised ZeroDivisionError: division by zero"
     )
     assert "NameError" in kernel.run("before").error  # no values loaded from a failed job
     waited = kernel.run(f"%e31 wait {job_id}\nprint('not reached')")  # the cell fails: Run All stops

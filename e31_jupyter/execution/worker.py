@@ -31,10 +31,13 @@ from e31_jupyter.core.text import format_size
 from e31_jupyter.execution.jobdir import JobDir, write_json_atomic, write_text_atomic
 from e31_jupyter.execution.outputs import collect_files, failure, snapshot, write_reports
 from e31_jupyter.execution.quick_imports import skip_iri_parsers
+from e31_jupyter.notebook.cell_words import died_in, raised
 
 HEARTBEAT_S = 2.0
 ANSI_CODES = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")  # colours in a kernel's tracebacks
 SOCKETS_PREFIX = "e31-kernel-"  # + the worker's pid: a folder of kernel sockets in the temp dir
+# Run by the job's kernel as it starts: tqdm.auto draws text bars, which the job's log records.
+KERNEL_STARTUP = Path(__file__).with_name("kernel_startup.py")
 
 
 class Stopped(BaseException):
@@ -48,6 +51,9 @@ class Progress:
         self.jobdir = jobdir
         self.state: dict[str, Any] = {"cells_done": 0, "cells_total": cells_total, "current_cell": None}
         self.last_started: int | None = None  # the cell a dead kernel was running (papermill completes it)
+        # The notebook's cells as papermill runs them (its injected parameters included): what its
+        # cell indexes count, and what a failure's reason names a cell by (cell_words).
+        self.cells: list[dict] = []
         self._lock = threading.Lock()
         self._stop = threading.Event()
 
@@ -77,6 +83,7 @@ def _progress_engine(progress: Progress):
         @classmethod
         def execute_managed_notebook(cls, nb_man, kernel_name, **kwargs):
             cell_start, cell_complete = nb_man.cell_start, nb_man.cell_complete
+            progress.cells = list(nb_man.nb.cells)  # papermill inserts its error notes into its own list
 
             def on_start(cell, cell_index=None, **kw):
                 progress.last_started = cell_index
@@ -168,6 +175,7 @@ def run(jobdir: JobDir) -> dict:
     # the job folder's path (save_notebooks_whole).
     jobdir = JobDir(jobdir.path.resolve())
     os.environ["E31_JOB_DIR"] = str(jobdir.path)  # the kernel finds its inputs here
+    os.environ["PYTHONSTARTUP"] = str(KERNEL_STARTUP)  # an IPython kernel runs it as it starts
     started_at = time.time()
     write_json_atomic(jobdir.baseline, snapshot(jobdir.work))
     status: JobState | str = JobState.FAILED  # or "stopped", which is no job state
@@ -202,7 +210,7 @@ def run(jobdir: JobDir) -> dict:
         except Stopped:
             status, reason = "stopped", "stopped on request"
         except PapermillExecutionError as error:
-            reason = f"cell {error.exec_count or error.cell_index} raised {error.ename}: {error.evalue}"
+            reason = raised(progress.cells, error.cell_index, error.ename, error.evalue)
             print(_plain_traceback(error.traceback), flush=True)  # e31 logs shows where it failed
         except Exception as error:  # the process decides the state; the reason says what happened
             reason = _describe(error, progress, kernel_exits)
@@ -318,9 +326,10 @@ def _describe(error: Exception, progress: Progress, kernel_exits: list[int]) -> 
 
 
 def _kernel_died(progress: Progress, status: int | None) -> str:
-    """Where the kernel died and how: "kernel died in cell 2 of 3: killed by SIGKILL, ..."."""
+    """Where the kernel died and how: "kernel died in cell 2 of 3 ('x = f()'): killed by SIGKILL,
+    ...", "kernel died in the cell: ..." (a ``%%e31`` cell's job)."""
     cell = progress.last_started
-    where = f" in cell {cell + 1} of {progress.state['cells_total']}" if cell is not None else ""
+    where = f" {died_in(progress.cells, cell)}" if cell is not None else ""
     if status is None:
         return f"kernel died{where}"
     if status >= 0:

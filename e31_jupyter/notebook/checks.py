@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from e31_jupyter.core.errors import InvalidRequest
+from e31_jupyter.notebook.cell_words import cell_words
 from e31_jupyter.notebook.job_notebook import CELL_TAG, cell_names, code_run_by_magic, parse_cell, parse_cell_strictly
 
 if TYPE_CHECKING:
@@ -44,10 +45,11 @@ def notebook_warnings(
 def syntax_warnings(notebook: nbformat.NotebookNode) -> list[str]:
     """The first code cell of a Python notebook that does not parse as IPython reads it (magics
     and ! lines included): the job would wait its turn only to stop there. A cell tagged
-    ``raises-exception`` is left out: papermill goes on past it."""
+    ``raises-exception`` is left out: papermill goes on past it. The cell is named as the job's
+    failure would name it (``cell_words``)."""
     if _language(notebook) != "python":
         return []
-    for number, cell in enumerate(notebook.cells, 1):
+    for index, cell in enumerate(notebook.cells):
         if cell.cell_type != "code" or "raises-exception" in cell.metadata.get("tags", []):
             continue
         try:
@@ -55,11 +57,11 @@ def syntax_warnings(notebook: nbformat.NotebookNode) -> list[str]:
         except (RecursionError, MemoryError):
             continue  # nested too deep for this parser to tell
         except (SyntaxError, ValueError) as error:
-            first = next((line.strip() for line in cell.source.splitlines() if line.strip()), "")
             lineno = getattr(error, "lineno", None)  # a SyntaxError's; a ValueError has none
             where = f"line {lineno}: " if lineno else ""
+            words = cell_words(notebook.cells, index)  # "cell 6 ('# train')", as a failure names it
             return [
-                f"Cell {number} ({first[:40]!r}) is not valid Python ({where}{getattr(error, 'msg', error)}): "
+                f"{words[0].upper()}{words[1:]} is not valid Python ({where}{getattr(error, 'msg', error)}): "
                 "the job would stop there after its wait in line. Fix it and submit again."
             ]
     return []

@@ -66,7 +66,10 @@ def test_kernel_death_fails_the_job_saying_in_which_cell_and_how(client, tmp_pat
     its exit status or signal, GPUs free."""
     nb = write_notebook(tmp_path / "die.ipynb", "x = 1", "import os\nos._exit(3)", "never = True")
     job = wait_state(client, client.submit(path=str(nb), gpus=1)["id"], "failed", "succeeded", timeout=60)
-    assert job["state"] == "failed" and job["reason"] == "kernel died in cell 2 of 3: it exited with status 3"
+    assert (
+        job["state"] == "failed"
+        and job["reason"] == "kernel died in cell 2 of 3 ('import os'): it exited with status 3"
+    )
     assert client.gpus()["free"] == 2
     assert client.notebook(job["id"])["cells"][0]["outputs"] == []  # the notebook is kept
     killed = write_notebook(
@@ -75,8 +78,8 @@ def test_kernel_death_fails_the_job_saying_in_which_cell_and_how(client, tmp_pat
     job = wait_state(
         client, client.submit(path=str(killed), parameters={"n": 1})["id"], "failed", "succeeded", timeout=60
     )
-    assert job["reason"].startswith(
-        "kernel died in cell 2 of 3: killed by SIGKILL, most often by the out-of-memory killer"
+    assert job["reason"].startswith(  # papermill's cell of the parameters is not counted
+        "kernel died in cell 1 of 2 ('import os, signal'): killed by SIGKILL, most often by the out-of-memory killer"
     )
 
 
