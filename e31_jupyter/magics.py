@@ -24,7 +24,7 @@ from types import FunctionType, ModuleType
 from typing import Any
 
 from IPython.core.magic import Magics, line_cell_magic, magics_class
-from traitlets import Int, Unicode
+from traitlets import Int, Unicode, observe
 
 from e31_jupyter import request_options, widgets
 from e31_jupyter.cli import commands, listing
@@ -34,10 +34,20 @@ from e31_jupyter.core.errors import E31Error, InvalidRequest
 from e31_jupyter.core.states import ACTIVE_STATES, FINAL_STATES, JobState
 from e31_jupyter.core.text import format_gpu_hours
 from e31_jupyter.notebook import values
+from e31_jupyter.notebook.cell_job import ASSIGNED
 from e31_jupyter.notebook.checks import left_behind_warnings, module_warnings
-from e31_jupyter.notebook.job_notebook import DEFAULT_KERNEL, CellNames, cell_names, cell_notebook, import_line
+from e31_jupyter.notebook.digest import digests
+from e31_jupyter.notebook.job_notebook import (
+    DEFAULT_KERNEL,
+    CellNames,
+    cell_names,
+    cell_notebook,
+    globals_set_by,
+    import_line,
+)
 
 HIDDEN = {"In", "Out", "get_ipython", "exit", "quit"}  # IPython's own names, never captured
+VALUES_FOLDER = "e31-values"  # in a job's outputs folder: the files its collected values are mapped from
 LINE_COMMANDS = (
     "submit-notebook", "resubmit", "update", "jobs", "status", "logs", "cancel", "wait", "collect", "delete",
 )  # fmt: skip
@@ -118,6 +128,16 @@ class E31Magics(Magics):
         config=True
     )
     outputs_dir = Unicode("e31-outputs", help="Where collect puts a job's files, beside the notebook.").tag(config=True)
+    max_cell_output_bytes = Int(
+        widgets.DEFAULT_OUTPUT_LIMIT,
+        help="The most of a job's outputs (text, images, every display by its size) a collect or "
+        "a job widget shows in the notebook, in bytes. Past it they are cut, with a notice that "
+        "says where all of them are (e31 logs JOB, e31 collect JOB); errors are always shown.",
+    ).tag(config=True)
+
+    @observe("max_cell_output_bytes")
+    def _limit_widgets_too(self, change: dict) -> None:
+        widgets.output_limit = change["new"]  # job widgets show a job's outputs too
 
     def __init__(self, shell=None, **kwargs):
         super().__init__(shell=shell, **kwargs)
@@ -160,13 +180,16 @@ class E31Magics(Magics):
     def submit_cell(self, argv: list[str], source: str) -> dict:
         args = _cell_parser().parse_args(request_options.read_argv(argv))
         names = self._names(source)
-        imports, captured = self._inputs(names.reads, args.inputs)
-        outputs = _names(args.returns) if args.returns else names.assigns
+        imports, captured, set_by_functions = self._inputs(names, args.inputs)
+        outputs = _names(args.returns) if args.returns else [n for n in names.assigns if not _ipython_history(n)]
         request = _request(args)
+        notebook = cell_notebook(
+            source, imports, list(captured), outputs, _kernel_name(), set_by_functions, changed=not args.returns
+        )
         body = {
             **request,
             "name": args.name or _cell_job_name(source),
-            "notebook": cell_notebook(source, imports, list(captured), outputs, _kernel_name()),
+            "notebook": notebook,
             "notebook_name": "cell.ipynb",
         }
         body = {k: v for k, v in body.items() if v is not None}
@@ -177,11 +200,11 @@ class E31Magics(Magics):
             return self.show_check(self.client.check(**body), warnings)
         chosen = {"name": args.name, "in": args.inputs, "out": args.returns}  # they change the job too
         options = {**request, **{k: v for k, v in chosen.items() if v}}
-        fingerprint = _fingerprint(_notebook_path(), source, options, values.digests(captured))
-        if not args.new:
-            # A job of this cell with these values; or one submitted before values were part of
-            # the fingerprint (its fingerprint is the one without them).
-            existing = self._existing(fingerprint) or self._existing(_fingerprint(_notebook_path(), source, options))
+        inputs = digests(captured)
+        fingerprint = _fingerprint(_notebook_path(), source, options, inputs)
+        # Only a job of this cell, these options and inputs of the same content is shown again.
+        if not args.new and None not in inputs.values():
+            existing = self._existing(fingerprint)
             if existing is not None:
                 return self._attach(existing, args.wait)
         staging = self._capture(captured)
@@ -208,9 +231,20 @@ class E31Magics(Magics):
                 "it again; nothing was submitted."
             ) from None
 
-    def _inputs(self, reads: list[str], option: str | None) -> tuple[list[str], dict]:
-        """Import lines for the modules the cell uses, and the other values it reads."""
+    def _inputs(self, names: CellNames, option: str | None) -> tuple[list[str], dict, list[str]]:
+        """Import lines for the modules the cell uses, the other values it reads (and those its
+        functions set: ``global counter``), and the globals its functions set."""
+        set_by_functions = names.set_globals
+        imports, captured = self._chosen_inputs([*names.reads, *set_by_functions], option)
+        more = [n for n in globals_set_by(captured.values()) if n not in set_by_functions]
+        if more:  # a function of the kernel's sets these: they may change too
+            set_by_functions = [*set_by_functions, *more]
+            imports, captured = self._chosen_inputs([*names.reads, *set_by_functions], option)
+        return imports, captured, set_by_functions
+
+    def _chosen_inputs(self, reads: list[str], option: str | None) -> tuple[list[str], dict]:
         namespace = self._shell.user_ns
+        reads = list(dict.fromkeys(reads))
         chosen = [n for n in reads if n in namespace and n not in HIDDEN and not n.startswith("_")]
         for name in _names(option) if option else []:
             if name.startswith("-"):
@@ -268,14 +302,21 @@ class E31Magics(Magics):
         return None
 
     def _attach(self, job: dict, wait: bool) -> dict:
-        print(f"e31: this cell already ran as job {job['id']}; showing it (add --new to submit again)")
+        print(
+            f"e31: this cell already ran as job {job['id']}, with the same code, options and inputs; "
+            "showing it (add --new to submit again)"
+        )
         if job["state"] == JobState.SUCCEEDED:
             return self.collect(job["id"])
         self.show(job)
         return self._wait_and_collect(job) if wait else job
 
     def _wait_and_collect(self, job: dict) -> dict:
-        self.client.wait(job["id"])
+        """Wait for a job whose widget the cell shows above; then collect it. Its outputs are
+        shown once, by collect, below; a traceback once, in that widget."""
+        widgets.leave_outputs_to_collect(self.client, job["id"])
+        ended = self.client.wait(job["id"])
+        _fail_unless_succeeded([ended])
         return self.collect(job["id"])
 
     # --- %e31 COMMAND -----------------------------------------------------------------------
@@ -359,11 +400,12 @@ class E31Magics(Magics):
         return self._follow(self.client.resubmit(job_id, **changes), args.wait)
 
     def _follow(self, job: dict, wait: bool) -> dict:
-        """Show a submitted job; with ``wait``, again once it has ended."""
+        """Show a submitted job; with ``wait``, a line once it has ended (its widget, above, shows
+        the end and the outputs: a second widget would show them twice)."""
         self.show(job, job.get("warnings", []))
         if wait:
             job = self.client.wait(job["id"])
-            self.show(job)
+            print(f"e31: job {job['id']} ({job['name']}): {listing.describe(job)}")
         return job
 
     # --- showing and collecting -----------------------------------------------------------
@@ -379,10 +421,11 @@ class E31Magics(Magics):
         print(f"e31: {listing.describe_check(check)}")
         return check
 
-    def collect(self, job_id: str, to: str | None = None, under: str | None = None) -> dict:
+    def collect(self, job_id: str, to: str | None = None, under: str | None = None, show_outputs: bool = True) -> dict:
         """Bring a finished job back: its returned values into the namespace, its files beside
         the notebook (into ``to``, or a folder named after the job in ``under``, by default the
-        outputs folder), and what its cell displayed, shown again here."""
+        outputs folder), and what its cell displayed, shown again here (unless ``show_outputs``
+        is False: its widget's Collect button, below the outputs that widget shows)."""
         job = self.client.job(job_id)
         if job["state"] not in FINAL_STATES:
             self.show(job)
@@ -391,11 +434,11 @@ class E31Magics(Magics):
         if job["state"] != JobState.SUCCEEDED:
             self.show(job)  # its widget shows the failing cell's traceback, once
             _fail_unless_succeeded([job])
-        notebook = self._executed_notebook(job_id)
-        loaded = self._load_values(job_id)
+        notebook = self._executed_notebook(job_id) if show_outputs else None
+        loaded = self._load_values(job, to, under)
         folder = self._save_files(job, to, under)
         if notebook is not None:
-            widgets.replay_outputs(notebook)
+            widgets.replay_outputs(notebook, job_id, self.max_cell_output_bytes)
         summary = [f"job {job['id']} ({job['name']}) succeeded"]
         if loaded:
             summary.append("loaded " + ", ".join(loaded))
@@ -411,31 +454,55 @@ class E31Magics(Magics):
         except E31Error:  # never ran (cancelled or expired while queued)
             return None
 
-    def _load_values(self, job_id: str) -> list[str]:
-        folder = Path(tempfile.mkdtemp(prefix="e31-values-"))
-        try:
-            listing = self.client.save_values(job_id, folder)
-            loaded, not_loaded = values.restore(folder)  # buffers are mapped: the files may go once loaded
-        finally:
-            shutil.rmtree(folder, ignore_errors=True)
+    def _load_values(self, job: dict, to: str | None, under: str | None) -> list[str]:
+        """The job's returned values, into this kernel's namespace, each named with why it came
+        back. Their files are kept in the job's outputs folder (``VALUES_FOLDER``), where the
+        loaded arrays are mapped from: a collect again replaces the folder, never the files under
+        values still mapped."""
+        listing = self.client.values(job["id"])
         for entry in listing["values"]:
             if entry.get("skipped"):
                 print(f"e31: {entry['name']} was not returned: {entry['skipped']}", file=sys.stderr)
+        if not listing["files"]:
+            return []
+        folder = self._job_folder(job, to, under) / VALUES_FOLDER
+        staging = Path(tempfile.mkdtemp(prefix=".e31-values-", dir=folder.parent))
+        try:
+            self.client.save_values(job["id"], staging)
+            shutil.rmtree(folder, ignore_errors=True)  # mapped files stay readable until unmapped
+            staging.rename(folder)
+        finally:
+            shutil.rmtree(staging, ignore_errors=True)
+        loaded, not_loaded, differences = values.restore(folder, classes_from=self._shell.user_ns)
         for name, why in not_loaded.items():
             print(f"e31: {name} was not loaded: {why}", file=sys.stderr)
+        for name, attributes in differences.items():
+            print(
+                f"e31: the job's {name} is not the class {name} this kernel defines now (they differ in "
+                f"{', '.join(attributes)}); its instances came back as this kernel's {name}, and behave as "
+                "it is defined here.",
+                file=sys.stderr,
+            )
         self._shell.user_ns.update(loaded)
-        return list(loaded)
+        why = {entry["name"]: entry.get("why") for entry in listing["values"]}
+        return [f"{name} ({why[name]})" if why.get(name) not in (None, ASSIGNED) else name for name in loaded]
 
     def _save_files(self, job: dict, to: str | None, under: str | None) -> Path | None:
         files = self.client.files(job["id"])
         if not files:
             return None
-        folder = Path(to) if to else self._outputs_folder(job, under or self.outputs_dir)
+        folder = self._job_folder(job, to, under)
         targets = [(f["path"], safe_destination(folder, f["path"])) for f in files]
-        folder.mkdir(parents=True, exist_ok=True)
-        (folder / ".e31-job").write_text(job["id"])
         for path, destination in targets:
             self.client.save_file(job["id"], path, destination)
+        return folder
+
+    def _job_folder(self, job: dict, to: str | None, under: str | None) -> Path:
+        """Where a collect puts the job's files and values: ``to``, or a folder of its own in
+        ``under`` (by default the outputs folder); made, and marked as the job's."""
+        folder = Path(to) if to else self._outputs_folder(job, under or self.outputs_dir)
+        folder.mkdir(parents=True, exist_ok=True)
+        (folder / ".e31-job").write_text(job["id"])
         return folder
 
     def _outputs_folder(self, job: dict, root: str) -> Path:
@@ -470,13 +537,19 @@ def _request(args: argparse.Namespace) -> dict:
     return request_options.request_body(args, [flag for flag in request_options.CELL_OPTIONS if flag != "--name"])
 
 
-def _fingerprint(notebook_path: str, source: str, request: dict, inputs: dict[str, str] | None = None) -> str:
-    """Same notebook, same source, same options, and the same values of what it reads that are
-    plain data (``inputs``, their ``values.digests``): the same job. A value that changed (the
-    learning rate set in another cell) makes another job; the others (functions, objects) are
-    not compared, so a new kernel that defines them again finds the job it ran overnight."""
-    parts = [notebook_path, source.strip(), request] + ([inputs] if inputs else [])
+def _fingerprint(notebook_path: str, source: str, request: dict, inputs: dict[str, str | None]) -> str:
+    """Same notebook, same source, same options, and values of the same content (``inputs``, their
+    digests): the same job. A value that changed (the learning rate set in another cell, a
+    DataFrame changed in place) makes another job; a new kernel that defines the same values
+    again (a notebook run from the top the next morning) finds the job it ran overnight."""
+    parts = [notebook_path, source.strip(), request, inputs]
     return hashlib.sha256(json.dumps(parts, sort_keys=True).encode()).hexdigest()[:32]
+
+
+def _ipython_history(name: str) -> bool:
+    """IPython's own names for earlier results and inputs (``_``, ``__``, ``_7``, ``_i7``): a
+    cell that assigns one (``for _ in range(3)``) does not hand it back over the kernel's."""
+    return re.fullmatch(r"_{1,3}|_\d+|_i{1,3}\d*", name) is not None
 
 
 def _notebook_path() -> str:

@@ -10,6 +10,7 @@ CSS while the widget is alive, so a notebook reopened without a kernel still sho
 from __future__ import annotations
 
 import html
+import json
 import sys
 import threading
 import time
@@ -41,6 +42,8 @@ STATE_COLOURS: dict[str, str] = {  # JobState is a str: a state's plain name fin
     JobState.FAILED: "#c62828", JobState.CANCELLED: "#616161", JobState.EXPIRED: "#6a1b9a",
 }  # fmt: skip
 LIVE_CLASS = "e31-live"
+DEFAULT_OUTPUT_LIMIT = 1 << 20  # bytes of a job's outputs a notebook shows again, then a notice
+output_limit = DEFAULT_OUTPUT_LIMIT  # this kernel's: E31Magics.max_cell_output_bytes sets it
 _SNAPSHOT_STYLE = (
     "<style>.jp-OutputArea-child:has(.e31-live) + .jp-OutputArea-child .e31-snapshot,"
     ".output_area:has(.e31-live) + .output_area .e31-snapshot{display:none}</style>"
@@ -88,27 +91,88 @@ def _elapsed(job: dict) -> float:
     return time.time() - datetime.fromisoformat(started).timestamp() if started else 0.0
 
 
-def replay_outputs(notebook: dict, errors_only: bool = False) -> None:
-    """Show again what the job's cell displayed (every cell's, for a whole-notebook job)."""
+def replay_outputs(notebook: dict, job_id: str, limit: int, errors_only: bool = False) -> None:
+    """Show again what the job's cell displayed (every cell's, for a whole-notebook job): its
+    errors always, the rest until ``limit`` bytes are shown, then a word on where all of it is."""
+    outputs = _job_outputs(notebook)
+    shown, cut = 0, False
+    for output in outputs:
+        if output["output_type"] == "error":
+            print("\n".join(output.get("traceback", [])), file=sys.stderr)
+        elif not (errors_only or cut):
+            size = _size(output)
+            if shown + size <= limit:
+                _show(output)
+                shown += size
+            else:
+                shown += _show_head(output, limit - shown)
+                print(cut_notice(job_id, shown, sum(map(_size, outputs))), file=sys.stderr)
+                cut = True
+
+
+def cut_notice(job_id: str, shown: int, total: int) -> str:
+    return (
+        f"e31: job {job_id}'s output is cut here, at {format_size(shown)} of {format_size(total)} "
+        f"(E31Magics.max_cell_output_bytes). All of it: `e31 logs {job_id}` in a terminal (or "
+        f"%e31 logs {job_id}) prints what it printed; `e31 collect {job_id}` downloads its executed "
+        "notebook and report."
+    )
+
+
+def _job_outputs(notebook: dict) -> list[dict]:
+    """The outputs of the job's cell (of every cell, for a whole-notebook job), in order."""
     cells = [c for c in notebook["cells"] if c["cell_type"] == "code"]
     tagged = [c for c in cells if CELL_TAG in c.get("metadata", {}).get("tags", [])]
-    for cell in tagged or cells:
-        for output in cell.get("outputs", []):
-            kind = output["output_type"]
-            if kind == "error":
-                print("\n".join(output.get("traceback", [])), file=sys.stderr)
-            elif errors_only:
-                continue
-            elif kind == "stream":
-                stream = sys.stderr if output.get("name") == "stderr" else sys.stdout
-                stream.write(_text(output.get("text", "")))
-            elif kind in ("display_data", "execute_result"):
-                data = {k: _text(v) if isinstance(v, list) else v for k, v in output["data"].items()}
-                publish_display_data(data, output.get("metadata", {}))
+    return [output for cell in tagged or cells for output in cell.get("outputs", [])]
+
+
+def _size(output: dict) -> int:
+    """What an output takes in a notebook, in bytes (an image by its encoded size); an error: 0,
+    as errors are always shown."""
+    kind = output["output_type"]
+    if kind == "stream":
+        return len(_text(output.get("text", "")).encode())
+    if kind in ("display_data", "execute_result"):
+        data = output.get("data", {})
+        return sum(len(json.dumps(v) if _is_json(mime) else _text(v).encode()) for mime, v in data.items())
+    return 0
+
+
+def _show(output: dict) -> None:
+    kind = output["output_type"]
+    if kind == "stream":
+        _stream(output).write(_text(output.get("text", "")))
+    elif kind in ("display_data", "execute_result"):
+        data = {mime: v if _is_json(mime) else _text(v) for mime, v in output["data"].items()}
+        publish_display_data(data, output.get("metadata", {}))
+
+
+def _show_head(output: dict, room: int) -> int:
+    """The whole lines of a stream's text that fit in ``room`` bytes (a display does not cut:
+    none of it); the bytes shown."""
+    if output["output_type"] != "stream" or room <= 0:
+        return 0
+    head = _text(output.get("text", "")).encode()[:room].decode(errors="ignore")
+    if "\n" in head:
+        head = head[: head.rfind("\n") + 1]
+    elif head:
+        head += "\n"  # the start of one long line: the notice goes below it
+    _stream(output).write(head)
+    return len(head.encode())
+
+
+def _stream(output: dict):
+    return sys.stderr if output.get("name") == "stderr" else sys.stdout
 
 
 def _text(value) -> str:
     return "".join(value) if isinstance(value, list) else value
+
+
+def _is_json(mime: str) -> bool:
+    """nbformat keeps JSON types (application/json, application/vnd.x+json) as JSON, every
+    other type as text, split in lines."""
+    return mime.endswith(("/json", "+json"))
 
 
 # --- the poller -------------------------------------------------------------------------------
@@ -136,6 +200,11 @@ class Poller:
     def forget(self, widget) -> None:
         with self._lock:
             self._widgets.discard(widget)
+
+    def following(self, job_id: str) -> list:
+        """The live widgets that follow ``job_id``."""
+        with self._lock:
+            return [x for x in self._widgets if job_id in x.wants and not x.done]
 
     @property
     def running(self) -> bool:
@@ -177,12 +246,18 @@ def poller_for(client: E31Client) -> Poller:
 
 class JobWidget(w.VBox):
     """A job: state, place in line, progress, meter, log; its outputs, files and values at the end;
-    Cancel, Collect and Open report."""
+    Cancel, Collect and Open report.
+
+    Its outputs are shown once in the notebook: here, unless a magic collecting the job shows them
+    in the cell (``leave_outputs_to_collect``; errors are shown here still). The Collect button
+    runs ``on_collect(job_id, show_outputs=False)``: the outputs are shown already, here or there.
+    """
 
     def __init__(self, client: E31Client, job: dict, on_collect=None):
         self.client, self.job_id, self.on_collect = client, job["id"], on_collect
         self.job: dict = {}
         self.done = False
+        self.shows_outputs = True  # False: a magic collecting the job shows them instead
         self._snapshot = None
         self.header = w.HTML()
         self.line = w.HTML()
@@ -191,6 +266,7 @@ class JobWidget(w.VBox):
         self.log_html = w.HTML()
         self.log_box = w.Accordion(children=[self.log_html], selected_index=None)
         self.log_box.set_title(0, "Log")
+        self.log_box.observe(self._log_opened, names="selected_index")
         self.outputs = w.Output()
         self.files = w.HTML()
         self.values = w.HTML()
@@ -256,7 +332,13 @@ class JobWidget(w.VBox):
         at = f", running cell {current + 1}" if current is not None and job["state"] == JobState.RUNNING else ""
         self.progress_text.value = f"&nbsp;{done} of {total} cells{at}" if total else ""
 
+    def _log_opened(self, change: dict) -> None:
+        if change["new"] == 0:
+            self._show_log()
+
     def _show_log(self) -> None:
+        """The log's tail, fetched only when the Log is open: the notebook keeps no copy of what
+        the job printed beside its outputs unless asked to."""
         try:
             tail = self.client.log_tail(self.job_id, 40)
         except Exception:
@@ -265,7 +347,8 @@ class JobWidget(w.VBox):
 
     def _show_results(self, job: dict) -> None:
         """Once: the cell's outputs, the files with download links, the values, the report link."""
-        self._show_log()
+        if self.log_box.selected_index == 0:
+            self._show_log()  # its last lines
         base = _api_path(self.client)
         try:
             files = self.client.files(self.job_id)
@@ -279,8 +362,9 @@ class JobWidget(w.VBox):
             href = f"{base}jobs/{quote(self.job_id)}/report"
             self.report_link.value = f'<a href="{href}" target="_blank" rel="noopener">Open report ↗</a>'
         if notebook is not None:
+            errors_only = job["state"] != JobState.SUCCEEDED or not self.shows_outputs
             with self.outputs:
-                replay_outputs(notebook, errors_only=job["state"] != JobState.SUCCEEDED)
+                replay_outputs(notebook, self.job_id, output_limit, errors_only)
 
     # actions -------------------------------------------------------------------------------
 
@@ -293,7 +377,7 @@ class JobWidget(w.VBox):
     def collect(self) -> None:
         if self.on_collect is not None:
             with self.outputs:
-                self.on_collect(self.job_id)
+                self.on_collect(self.job_id, show_outputs=False)
 
     # the static snapshot -----------------------------------------------------------------------
 
@@ -361,7 +445,14 @@ def _value_note(value: dict) -> str:
         return "not returned: " + html.escape(value["skipped"])
     if value.get("module"):
         return f"<code>{html.escape(value['module'])}</code>, imported again when collected"
-    return format_size(value["size"])
+    return format_size(value["size"]) + (f" · {html.escape(value['why'])}" if value.get("why") else "")
+
+
+def leave_outputs_to_collect(client: E31Client, job_id: str) -> None:
+    """A magic will collect ``job_id`` and show its outputs in the cell: the widgets following it
+    (the one above in that cell) show only its errors, so that the notebook holds them once."""
+    for widget in poller_for(client).following(job_id):
+        widget.shows_outputs = False
 
 
 def show_job(client: E31Client, job: dict, on_collect=None) -> JobWidget:

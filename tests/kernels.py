@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import os
+import queue
 import re
+import time
 from dataclasses import dataclass, field
 
 import pytest
@@ -16,6 +18,7 @@ class Output:
     stderr: str = ""
     displays: list[dict] = field(default_factory=list)
     error: str = ""
+    comms: list[dict] = field(default_factory=list)  # comm_open and comm_msg data: widget state
 
 
 class Kernel:
@@ -34,17 +37,19 @@ class Kernel:
 
     def run(self, code: str, timeout: float = 120) -> Output:
         out = Output()
+        self.client.execute_interactive(code, output_hook=lambda message: _record(out, message), timeout=timeout)
+        return out
 
-        def hook(message):
-            kind, content = message["msg_type"], message["content"]
-            if kind == "stream":
-                setattr(out, content["name"], getattr(out, content["name"]) + content["text"])
-            elif kind in ("display_data", "execute_result"):
-                out.displays.append(content["data"])
-            elif kind == "error":
-                out.error = "\n".join(content["traceback"])
-
-        self.client.execute_interactive(code, output_hook=hook, timeout=timeout)
+    def listen(self, seconds: float) -> Output:
+        """What the kernel sends over the next ``seconds`` while no cell runs (a widget's
+        background thread, say), for whichever cell it is sent."""
+        out = Output()
+        deadline = time.monotonic() + seconds
+        while (left := deadline - time.monotonic()) > 0:
+            try:
+                _record(out, self.client.get_iopub_msg(timeout=left))
+            except queue.Empty:
+                break
         return out
 
     def value(self, expression: str) -> str:
@@ -58,6 +63,18 @@ class Kernel:
     def stop(self):
         self.client.stop_channels()
         self.manager.shutdown_kernel(now=True)
+
+
+def _record(out: Output, message: dict) -> None:
+    kind, content = message["msg_type"], message["content"]
+    if kind == "stream":
+        setattr(out, content["name"], getattr(out, content["name"]) + content["text"])
+    elif kind in ("display_data", "execute_result"):
+        out.displays.append(content["data"])
+    elif kind == "error":
+        out.error = "\n".join(content["traceback"])
+    elif kind in ("comm_open", "comm_msg"):
+        out.comms.append(content.get("data", {}))
 
 
 @pytest.fixture

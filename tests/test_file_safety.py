@@ -69,7 +69,7 @@ def test_a_value_file_another_user_owns_is_refused_by_load_and_restore(saved):
     os.chown(saved / "answer.pkl", NOBODY, NOBODY)
     with pytest.raises(values.NotTrusted, match=r"answer\.pkl: the file belongs to nobody"):
         values.load(saved)
-    loaded, failed = values.restore(saved)
+    loaded, failed, _ = values.restore(saved)
     assert loaded == {"rows": [1, 2, 3]}  # the others still come
     assert "not loaded" in failed["answer"] and "belongs to nobody" in failed["answer"]
 

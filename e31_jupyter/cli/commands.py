@@ -15,6 +15,7 @@ from e31_jupyter.cli.listing import (
     format_job,
     format_jobs,
     format_meter,
+    format_values,
     gpu_hours,
     print_job_lines,
     print_warnings,
@@ -150,7 +151,14 @@ def _named(pattern: str | None) -> str:
 
 def cmd_status(client: E31Client, args) -> int:
     job = client.job(client.resolve(args.job))
-    print(as_json(job) if args.json else format_job(job))
+    if args.json:
+        print(as_json(job))
+        return 0
+    print(format_job(job))
+    finished_with_files = job["state"] == JobState.SUCCEEDED and not job.get("files_deleted")
+    returned = client.values(job["id"])["values"] if finished_with_files else []
+    if returned:  # a %%e31 cell's job
+        print(format_values(returned))
     return 0
 
 

@@ -125,6 +125,18 @@ def format_job(job: dict) -> str:
     return "\n".join(lines)
 
 
+def format_values(returned: list[dict]) -> str:
+    """The values a cell's job handed back, each with its type, size and why it came back."""
+    lines = ["values:"]
+    for value in returned:
+        if value.get("skipped"):
+            note = f"not returned: {value['skipped']}"
+        else:
+            note = ", ".join(filter(None, [format_size(value["size"]), value.get("why")]))
+        lines.append(f"  {value['name']}  {value['type']}  {note}")
+    return "\n".join(lines)
+
+
 def _files(job: dict):
     deleted = job.get("files_deleted")
     if not deleted:

@@ -11,9 +11,10 @@ from __future__ import annotations
 import ast
 import json
 import secrets
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from types import ModuleType
+from types import CodeType, ModuleType
 from typing import TYPE_CHECKING
 
 from e31_jupyter.core.errors import InvalidRequest
@@ -148,6 +149,8 @@ class CellNames:
     # Of ``reads``, those read as the cell runs (``x = x + 1``), not only in a function body it
     # defines, which reads them when called: one the cell assigns later is still needed first.
     read_first: list[str] = field(default_factory=list)
+    # Names the cell's functions declare ``global`` and set when called.
+    set_globals: list[str] = field(default_factory=list)
 
 
 def cell_names(source: str) -> CellNames:
@@ -157,7 +160,7 @@ def cell_names(source: str) -> CellNames:
     scope = _Scope()
     for statement in tree.body:
         scope.visit(statement)
-    return CellNames(scope.reads, scope.assigns, scope.star_import, scope.read_first)
+    return CellNames(scope.reads, scope.assigns, scope.star_import, scope.read_first, scope.set_globals)
 
 
 class _Scope(ast.NodeVisitor):
@@ -167,6 +170,7 @@ class _Scope(ast.NodeVisitor):
         self.reads: list[str] = []
         self.assigns: list[str] = []
         self.read_first: list[str] = []
+        self.set_globals: list[str] = []
         self.star_import = False
         self._bound: set[str] = set()
         self._in_try = 0  # inside a try body: a missing name may be what its handler expects
@@ -261,6 +265,9 @@ class _Scope(ast.NodeVisitor):
                 self.visit(expression)
         for name in _free_in_body(node):
             self.read(name, when_called=True)  # a function reads its globals when called; capture them now
+        for name in _declared_global(node):
+            if name not in self.set_globals:
+                self.set_globals.append(name)
         self.bind(node.name)
 
     visit_AsyncFunctionDef = visit_FunctionDef
@@ -308,6 +315,9 @@ class _Scope(ast.NodeVisitor):
         if code is not None:
             for statement in parse_cell(code).body:
                 self.visit(statement)
+        captured_into = name_bound_by_magic(node)
+        if captured_into:
+            self.bind(captured_into)
 
     def visit_Global(self, node):
         pass
@@ -351,13 +361,45 @@ def code_run_by_magic(call: ast.Call) -> str | None:
     return None
 
 
+def name_bound_by_magic(call: ast.Call) -> str | None:
+    """The name ``%%capture NAME`` binds (its line's last word that is not an option)."""
+    strings = [a.value for a in call.args if isinstance(a, ast.Constant) and isinstance(a.value, str)]
+    runner = call.func.attr if isinstance(call.func, ast.Attribute) else ""
+    if runner == "run_cell_magic" and len(strings) == len(call.args) == 3 and strings[0] == "capture":
+        words = [word for word in strings[1].split() if not word.startswith("-")]
+        return words[-1] if words and words[-1].isidentifier() else None
+    return None
+
+
+def _declared_global(function: ast.FunctionDef | ast.AsyncFunctionDef) -> list[str]:
+    """The names a function (or one nested in it) declares ``global``: it sets them when called."""
+    found = [name for node in ast.walk(function) if isinstance(node, ast.Global) for name in node.names]
+    return list(dict.fromkeys(found))
+
+
+def globals_set_by(functions) -> list[str]:
+    """The global names that ``functions`` (and their nested functions) set or delete when called
+    (``global counter; counter += 1``), read from their code."""
+    import dis
+
+    found: list[str] = []
+    codes = [f.__code__ for f in functions if isinstance(getattr(f, "__code__", None), CodeType)]
+    while codes:
+        code = codes.pop()
+        codes.extend(c for c in code.co_consts if isinstance(c, CodeType))
+        for instruction in dis.get_instructions(code):
+            if instruction.opname in ("STORE_GLOBAL", "DELETE_GLOBAL") and instruction.argval not in found:
+                found.append(instruction.argval)
+    return found
+
+
 def _free_in_body(function: ast.FunctionDef | ast.Lambda) -> list[str]:
     """Names a function's body reads that are neither its parameters nor its own locals."""
     args = function.args
     params = [a.arg for a in [*args.posonlyargs, *args.args, *args.kwonlyargs]]
     params += [a.arg for a in (args.vararg, args.kwarg) if a is not None]
     body = function.body if isinstance(function.body, list) else [function.body]
-    local, loads = set(params), []
+    local, loads, declared = set(params), [], set()
     for node in (n for statement in body for n in ast.walk(statement)):
         if isinstance(node, ast.Name):
             (loads.append(node.id) if isinstance(node.ctx, ast.Load) else local.add(node.id))
@@ -367,7 +409,9 @@ def _free_in_body(function: ast.FunctionDef | ast.Lambda) -> list[str]:
             local.update(a.asname or a.name.split(".")[0] for a in node.names)
         elif isinstance(node, ast.arg):
             local.add(node.arg)
-    return list(dict.fromkeys(n for n in loads if n not in local))
+        elif isinstance(node, ast.Global):
+            declared.update(node.names)
+    return list(dict.fromkeys(n for n in loads if n not in local or n in declared))
 
 
 def import_line(alias: str, module: ModuleType) -> str:
@@ -381,20 +425,32 @@ def import_line(alias: str, module: ModuleType) -> str:
     return f"import {name} as {alias}"
 
 
-def cell_notebook(source: str, imports: list[str], inputs: list[str], outputs: list[str], kernel: str) -> dict:
+def cell_notebook(
+    source: str,
+    imports: list[str],
+    inputs: list[str],
+    outputs: list[str],
+    kernel: str,
+    set_by_functions: Sequence[str] = (),
+    changed: bool = True,
+) -> dict:
     """The job notebook for a cell: its inputs restored, the cell itself as it was written,
-    then its results handed back. Each part is its own readable cell.
+    then its results handed back: ``outputs`` (what it assigns, or the names given with --out),
+    the globals its functions set, and, if ``changed``, each input the cell changed. Each part is
+    its own readable cell.
 
     Written as nbformat 4.5 JSON, not with nbformat's builders: this runs in the user's kernel at
     a cell's first submit, and importing nbformat there costs seconds (the server validates it)."""
     setup = ["# e31: this cell's inputs, as they were in the kernel that submitted it", *imports]
     if inputs:
-        setup += ["from e31_jupyter.values import load_inputs", "", "globals().update(load_inputs())"]
+        setup += ["from e31_jupyter.values import load_inputs", "", "load_inputs(globals())"]
+    also = f", set_by_functions={list(set_by_functions)!r}" if set_by_functions else ""
+    also += "" if changed else ", changed=False"
     results = [
-        "# e31: hand this cell's results back",
+        "# e31: hand back what this cell assigned, and what it changed",
         "from e31_jupyter.values import save_outputs",
         "",
-        f"save_outputs(globals(), {outputs!r})",
+        f"save_outputs(globals(), {outputs!r}{also})",
     ]
     cells = [("\n".join(setup), SETUP_TAG), (source, CELL_TAG), ("\n".join(results), RESULTS_TAG)]
     return {

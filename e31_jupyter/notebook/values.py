@@ -15,7 +15,6 @@ writable by nobody else, and no file may be a link. Each is checked on the opene
 from __future__ import annotations
 
 import errno
-import hashlib
 import importlib
 import io
 import json
@@ -28,12 +27,10 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-import cloudpickle
-
 from e31_jupyter.core.errors import E31Error, InvalidRequest
 from e31_jupyter.core.text import format_size
 from e31_jupyter.execution import accounts
-from e31_jupyter.execution.jobdir import JobDir
+from e31_jupyter.notebook.pickling import ValuesPickler, ValuesUnpickler
 
 INDEX = "values.json"
 DEFAULT_LIMIT_BYTES = 8 << 30
@@ -45,63 +42,6 @@ class CannotTravel(InvalidRequest):
 
 class NotTrusted(E31Error):
     """A value file (or its folder) that another user could have written: not loaded."""
-
-
-# --- what a value is, the same in any kernel ------------------------------------------------------
-
-DIGEST_MAX_BYTES = 256 << 20  # a larger array is not digested: hashing it would slow every submit
-DIGEST_MAX_ITEMS = 50_000  # nor a value of more parts (list items, dict keys and values): ~0.1 s
-_SCALARS = (int, float, complex, bool, type(None))
-
-
-def digests(values: dict) -> dict[str, str]:
-    """A digest of each value that is plain data (numbers, text, bytes, None, and lists, tuples,
-    dicts and numpy arrays of them), equal for equal values in any kernel: how a cell run again
-    tells whether what it reads changed since its earlier job. Other values (functions, objects,
-    sets) get none: their pickles can differ between kernels for equal values."""
-    found = {}
-    for name, value in values.items():
-        digest = hashlib.sha256()
-        if _digest_into(digest, value, depth=0, budget=[DIGEST_MAX_ITEMS]):
-            found[name] = digest.hexdigest()[:32]
-    return found
-
-
-def _digest_into(digest, value, depth: int, budget: list[int]) -> bool:
-    """Feed ``value`` to ``digest``, each part tagged with its type; False when it is not plain
-    data, or has more parts than ``budget`` (a one-item list, counted down) has left."""
-    kind = type(value)
-    budget[0] -= 1
-    if depth > 32 or budget[0] < 0 or (kind in (list, tuple, dict) and len(value) > budget[0]):
-        return False
-    if kind in (str, bytes):
-        raw = value.encode("utf-8", "surrogatepass") if kind is str else value
-        digest.update(f"{kind.__name__}:{len(raw)}:".encode() + raw)
-        return len(raw) <= DIGEST_MAX_BYTES
-    if kind in _SCALARS:
-        text = repr(value)
-        digest.update(f"{kind.__name__}:{len(text)}:{text}".encode())
-        return True
-    if kind in (list, tuple):
-        digest.update(f"{kind.__name__}:{len(value)}[".encode())
-        return all(_digest_into(digest, item, depth + 1, budget) for item in value)
-    if kind is dict:  # equal dicts built in another order are equal: items in a sorted order
-        items = []
-        for key, item in value.items():
-            pair = hashlib.sha256()
-            if not (_digest_into(pair, key, depth + 1, budget) and _digest_into(pair, item, depth + 1, budget)):
-                return False
-            items.append(pair.digest())
-        digest.update(f"dict:{len(items)}{{".encode() + b"".join(sorted(items)))
-        return True
-    if kind.__module__ == "numpy" and getattr(value, "shape", None) == () and hasattr(value, "dtype"):
-        # a numpy scalar, np.float64(0.1): as the Python number it equals
-        return _digest_into(digest, value.item(), depth + 1, budget) if not value.dtype.hasobject else False
-    if _type_name(value) == "numpy.ndarray" and not value.dtype.hasobject and value.nbytes <= DIGEST_MAX_BYTES:
-        digest.update(f"ndarray:{value.dtype.str}:{value.shape}:".encode())
-        digest.update(value.tobytes() if not value.flags.c_contiguous else memoryview(value).cast("B"))
-        return True
-    return False
 
 
 def _type_name(value) -> str:
@@ -147,16 +87,24 @@ def _cannot_pickle(name: str, value, error: Exception, returning: bool) -> Canno
     )
 
 
-def save(values: dict, folder: Path, limit_bytes: int = DEFAULT_LIMIT_BYTES, returning: bool = False) -> dict:
+def save(
+    values: dict,
+    folder: Path,
+    limit_bytes: int = DEFAULT_LIMIT_BYTES,
+    returning: bool = False,
+    reasons: dict[str, str] | None = None,
+) -> dict:
     """Write each value to ``folder``; returns the index. Refuses (raises CannotTravel, naming
     the value) anything that cannot be pickled, and stops as soon as the total passes
     ``limit_bytes``. A job ``returning`` values leaves such a value out instead, and the index
-    says why, in words for the way back."""
+    says why, in words for the way back; ``reasons`` says, by name, why each value goes back."""
     folder.mkdir(mode=0o700, parents=True, exist_ok=True)
     index: dict[str, dict[str, Any]] = {}
     total = 0
     for name, value in values.items():
         entry: dict[str, Any] = {"type": _type_name(value), "files": [], "size": 0}
+        if reasons and name in reasons:
+            entry["why"] = reasons[name]
         if isinstance(value, ModuleType):
             entry["module"] = value.__name__  # nothing to write: imported again by its name
             index[name] = entry
@@ -204,7 +152,7 @@ def _save_one(name: str, value, folder: Path, room: int, returning: bool) -> tup
     stream = folder / f"{name}.pkl"
     try:
         with _create(stream) as f:
-            cloudpickle.dump(value, f, protocol=5, buffer_callback=write_buffer)
+            ValuesPickler(f, protocol=5, buffer_callback=write_buffer).dump(value)
     except CannotTravel:
         raise
     except Exception as error:  # pickle raises TypeError, PicklingError, AttributeError, ...
@@ -234,34 +182,43 @@ def _check_room(name: str, value, written: int, room: int) -> None:
         )
 
 
-def load(folder: str | os.PathLike, leave_out: Collection[str] = ()) -> dict:
+def load(folder: str | os.PathLike, leave_out: Collection[str] = (), functions_in: dict | None = None) -> dict:
     """The values saved in ``folder`` but those named in ``leave_out``; the first that cannot be
     loaded raises (``restore`` goes on). A folder or file another user could have written raises
-    NotTrusted before anything in it is unpickled."""
+    NotTrusted before anything in it is unpickled. The notebook's functions among them get
+    ``functions_in`` as their globals (a job's namespace), if given."""
     with _Folder(Path(folder)) as trusted:
         index = trusted.index()
         chosen = (name for name, entry in index.items() if entry["files"] and name not in leave_out)
-        return {name: _load_one(trusted, index[name]["files"]) for name in chosen}
+        return {name: _load_one(trusted, index[name]["files"], functions_in=functions_in) for name in chosen}
 
 
-def restore(folder: Path) -> tuple[dict, dict]:
+def restore(folder: Path, classes_from: dict | None = None) -> tuple[dict, dict, dict]:
     """Every value the folder holds, loaded here, modules imported again by name: ``({name:
-    value}, {name: why not})``. One that cannot be loaded here (its class or module is missing
-    from this kernel, or its file is not trusted) is named with the reason, and the others still
-    come. A folder that is not trusted raises NotTrusted: nothing in it is loaded."""
+    value}, {name: why not}, {class name: [attributes that differ]})``. One that cannot be loaded
+    here (its class or module is missing from this kernel, or its file is not trusted) is named
+    with the reason, and the others still come. A folder that is not trusted raises NotTrusted:
+    nothing in it is loaded. An instance of a class the notebook defined is made an instance of
+    the class of that name in ``classes_from`` (the collecting kernel's namespace), if it has one;
+    the third part names what the two definitions differ in."""
     loaded, failed = {}, {}
+    differences: dict[str, list[str]] = {}
     with _Folder(Path(folder)) as trusted:
         for name, entry in trusted.index().items():
             if entry.get("skipped"):
                 continue
             try:
                 module = entry.get("module")
-                loaded[name] = importlib.import_module(module) if module else _load_one(trusted, entry["files"])
+                loaded[name] = (
+                    importlib.import_module(module)
+                    if module
+                    else _load_one(trusted, entry["files"], classes_from=classes_from, differences=differences)
+                )
             except NotTrusted as error:
                 failed[name] = f"not loaded, to keep this kernel safe: {error.message}"
             except Exception as error:  # unpickling, and a module's own import code, may raise anything
                 failed[name] = _why_not_here(entry, error)
-    return loaded, failed
+    return loaded, failed, differences
 
 
 def _why_not_here(entry: dict, error: Exception) -> str:
@@ -275,10 +232,14 @@ def _why_not_here(entry: dict, error: Exception) -> str:
     )
 
 
-def _load_one(folder: _Folder, files: list[str]):
+def _load_one(folder: _Folder, files: list[str], differences: dict | None = None, **namespaces):
     buffers = [_map(folder, file) for file in files[1:]]
     with os.fdopen(folder.open(files[0]), "rb") as f:
-        return pickle.load(f, buffers=buffers)
+        reader = ValuesUnpickler(f, buffers, **namespaces)
+        value = reader.load()
+    if differences is not None:
+        differences.update(reader.differences)
+    return value
 
 
 def _map(folder: _Folder, file: str):
@@ -386,31 +347,9 @@ def files(index: dict) -> list[str]:
 def describe(index: dict) -> list[dict]:
     """The index as the API shows it: name, type and size of each value; for a module, its name."""
     return [
-        {"name": n, "type": v["type"], "size": v["size"], "skipped": v.get("skipped"), "module": v.get("module")}
+        {
+            "name": n, "type": v["type"], "size": v["size"], "skipped": v.get("skipped"), "module": v.get("module"),
+            "why": v.get("why"),
+        }
         for n, v in index.items()
-    ]
-
-
-# --- inside a job: the cells that packaging.py writes around the user's cell call these ---
-
-
-def _job_dir() -> JobDir:
-    return JobDir(os.environ["E31_JOB_DIR"])
-
-
-def load_inputs() -> dict:
-    """The values captured from the submitting kernel, but for those the job's parameters set
-    (``e31 resubmit JOB -p NAME VALUE``): papermill set them before this runs, and they win."""
-    job = _job_dir()
-    parameters = (job.read_json(job.spec) or {}).get("parameters") or {}
-    return load(job.inputs, leave_out=parameters)
-
-
-def save_outputs(namespace: dict, names: list[str]) -> None:
-    """Hand back the cell's results (the modules it imported by name, to be imported again). A
-    value that cannot travel back is left out, and the job's values list says why."""
-    chosen = {n: namespace[n] for n in names if n in namespace}
-    index = save(chosen, _job_dir().values, limit_bytes=1 << 62, returning=True)
-    for name, entry in index.items():
-        if "skipped" in entry:
-            print(f"e31: {name} is not returned: {entry['skipped']}")
+    ]  # fmt: skip
