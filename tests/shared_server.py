@@ -69,7 +69,8 @@ class SharedServer:
         return ServerUser(p.url, f"user-token-{n}", p.data_dir, p.root_dir, p)
 
     def settle(self, user: ServerUser) -> None:
-        """Cancel what ``user`` left queued or running, and wait until the GPUs are all free."""
+        """Cancel what ``user`` left queued or running, and wait until nothing runs or waits (a job
+        whose kernel ended gives its GPUs back before its reports are made: it still runs)."""
         mine = E31Client(user.url, user.token)
         for state in ("queued", "running"):
             for job in mine.jobs(state=state):
@@ -77,11 +78,11 @@ class SharedServer:
                     mine.cancel(job["id"])
                 except Exception:
                     pass  # ended meanwhile
-        wait_for(self._idle, 60, what="the shared server's GPUs to be free after the test")
+        wait_for(self._idle, 60, what="the shared server to run nothing after the test")
 
     def _idle(self) -> bool:
         pool = self.admin.gpus()
-        return pool["free"] == pool["total"] and pool["queued"] == 0
+        return pool["free"] == pool["total"] and pool["running"] == 0 and pool["queued"] == 0
 
     def stop(self) -> None:
         self.process.stop()

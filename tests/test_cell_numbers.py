@@ -15,7 +15,7 @@ from kernels import job_id_in as _job_id
 from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook
 from shared_server import server, shared_server  # noqa: F401 (fixtures: one server, a user per test)
 
-from e31_jupyter.notebook.cell_words import cell_words, died_in, raised
+from e31_jupyter.core.cell_words import cell_words, died_in, raised
 from e31_jupyter.notebook.checks import syntax_warnings
 from e31_jupyter.notebook.job_notebook import cell_notebook
 

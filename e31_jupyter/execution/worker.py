@@ -25,13 +25,13 @@ import time
 from pathlib import Path
 from typing import Any
 
+from e31_jupyter.core.cell_words import died_in, raised
 from e31_jupyter.core.job import RESULTS_TAG
 from e31_jupyter.core.states import JobState
 from e31_jupyter.core.text import format_size
 from e31_jupyter.execution.jobdir import JobDir, write_json_atomic, write_text_atomic
 from e31_jupyter.execution.outputs import collect_files, failure, snapshot, write_reports
 from e31_jupyter.execution.quick_imports import skip_iri_parsers
-from e31_jupyter.notebook.cell_words import died_in, raised
 
 HEARTBEAT_S = 2.0
 ANSI_CODES = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")  # colours in a kernel's tracebacks
@@ -144,6 +144,36 @@ def _job_kernels(folder: str, exits: list[int]):
     return JobKernelManager
 
 
+def start_kernel(name: str, cwd: Path, manager_class):
+    """The job's kernel, started now, not yet ready: nbclient waits for it once papermill runs
+    the notebook. Its options are those nbclient would give it (no IPython history file)."""
+    from jupyter_core.utils import run_sync
+
+    kernel = manager_class(kernel_name=name)
+    run_sync(kernel.start_kernel)(extra_arguments=["--HistoryManager.hist_file=:memory:"], cwd=str(cwd))
+    return kernel
+
+
+def _exit_status(kernel) -> list[int]:
+    """The kernel process's exit status, once it has ended: [] while it runs (or never started)."""
+    process = getattr(getattr(kernel, "provisioner", None), "process", None)
+    status = process.poll() if process is not None else None
+    return [] if status is None else [status]
+
+
+def shut_down(kernel) -> None:
+    """Shut the job's kernel down, as nbclient does the kernels it starts itself (it leaves one it
+    was given alone)."""
+    if kernel is None or not kernel.has_kernel:
+        return
+    from jupyter_core.utils import run_sync
+
+    try:
+        run_sync(kernel.shutdown_kernel)(now=False)
+    except Exception as error:  # it died meanwhile, or will not answer: the process goes anyway
+        print(f"e31: the kernel did not shut down cleanly ({type(error).__name__}: {error})", flush=True)
+
+
 def remove_orphaned_sockets(folder: str | None = None) -> None:
     """Remove the socket folders of workers that died before removing their own (a SIGKILL)."""
     folder = folder or tempfile.gettempdir()
@@ -181,19 +211,21 @@ def run(jobdir: JobDir) -> dict:
     status: JobState | str = JobState.FAILED  # or "stopped", which is no job state
     reason = ""
     with Progress(jobdir, cells_total=None) as progress:  # a heartbeat from the first moment
-        import nbformat
-        import papermill
-        from papermill.engines import papermill_engines
-        from papermill.exceptions import PapermillExecutionError
-
-        cells = len(nbformat.read(jobdir.input_notebook, as_version=4).cells)
-        progress.write(cells_total=cells + (1 if spec["parameters"] else 0))  # + injected cell
-        papermill_engines.register("e31", _progress_engine(progress))
-        save_notebooks_whole(jobdir.path)
         remove_orphaned_sockets()
         sockets = tempfile.mkdtemp(prefix=f"{SOCKETS_PREFIX}{os.getpid()}-")
         kernel_exits: list[int] = []
+        kernel = None
         try:
+            # The kernel boots (about a second) while papermill's world is imported here.
+            kernel = start_kernel(spec["kernel"], jobdir.work, _job_kernels(sockets, kernel_exits))
+            import nbformat
+            import papermill
+            from papermill.engines import papermill_engines
+
+            cells = len(nbformat.read(jobdir.input_notebook, as_version=4).cells)
+            progress.write(cells_total=cells + (1 if spec["parameters"] else 0))  # + injected cell
+            papermill_engines.register("e31", _progress_engine(progress))
+            save_notebooks_whole(jobdir.path)
             papermill.execute_notebook(
                 str(jobdir.input_notebook),
                 str(jobdir.executed_notebook),
@@ -204,31 +236,30 @@ def run(jobdir: JobDir) -> dict:
                 progress_bar=False,
                 log_output=True,
                 request_save_on_cell_execute=True,
-                kernel_manager_class=_job_kernels(sockets, kernel_exits),
+                km=kernel,
             )
             status = JobState.SUCCEEDED
         except Stopped:
             status, reason = "stopped", "stopped on request"
-        except PapermillExecutionError as error:
-            reason = raised(progress.cells, error.cell_index, error.ename, error.evalue)
-            print(_plain_traceback(error.traceback), flush=True)  # e31 logs shows where it failed
         except Exception as error:  # the process decides the state; the reason says what happened
+            kernel_exits.extend([] if kernel_exits else _exit_status(kernel))
             reason = _describe(error, progress, kernel_exits)
         finally:
-            shutil.rmtree(sockets, ignore_errors=True)
+            ending = KernelEnd(kernel, sockets, jobdir)
+            ending.start()
     signal.signal(signal.SIGTERM, signal.SIG_IGN)  # the notebook is done; let the results land
-    finished_at = time.time()
-    # The kernel is gone: the job's GPUs can go back now, and the meter stop, before the reports.
-    write_json_atomic(jobdir.released, {"at": finished_at})
     failures: list[dict] = []
     if status == JobState.FAILED and _results_cell_failed(jobdir):  # the user's cells all ran
         status, reason = JobState.SUCCEEDED, ""
         failures.append(failure("values", f"the values were not saved: {_cell_error(jobdir)}"))
+    reports = _reports(jobdir, spec, failures)  # from the executed notebook, as the kernel shuts down
+    finished_at = ending.wait()  # the kernel is gone, and its GPUs released, before files are read
     manifest = {
         "status": str(status),  # as the manifest's JSON has it: "succeeded", "failed" or "stopped"
         "reason": reason,
         "started_at": started_at,
         "finished_at": finished_at,
+        "reports": reports,
         **_after_work(jobdir, spec, failures),
     }
     for item in manifest["after_work_failures"]:
@@ -237,27 +268,54 @@ def run(jobdir: JobDir) -> dict:
     return manifest
 
 
+class KernelEnd(threading.Thread):
+    """Shuts the job's kernel down, then marks its GPUs free (released.json): in the background, so
+    that the report renders meanwhile, off the meter."""
+
+    def __init__(self, kernel, sockets: str, jobdir: JobDir):
+        super().__init__(name="kernel-end", daemon=True)
+        self.kernel, self.sockets, self.jobdir = kernel, sockets, jobdir
+        self.at: float | None = None
+
+    def run(self) -> None:
+        shut_down(self.kernel)
+        shutil.rmtree(self.sockets, ignore_errors=True)
+        self.at = time.time()
+        # The kernel is gone: the job's GPUs can go back now, and the meter stop.
+        write_json_atomic(self.jobdir.released, {"at": self.at})
+
+    def wait(self) -> float:
+        """When the kernel ended (now, if its end could not be recorded)."""
+        self.join()
+        return self.at or time.time()
+
+
+def _reports(jobdir: JobDir, spec: dict, failures: list[dict]) -> dict[str, str]:
+    """Render the reports (a failure adds to ``failures``): format -> file name."""
+    try:
+        title = Path(spec.get("notebook_name") or "notebook").stem
+        reports, report_failures = write_reports(jobdir, spec["reports"], spec.get("image") or "", title)
+        failures.extend(report_failures)
+        return reports
+    except Exception as error:
+        failures.append(failure("report", f"reports failed: {type(error).__name__}: {error}"))
+        return {}
+
+
 def _after_work(jobdir: JobDir, spec: dict, failures: list[dict]) -> dict:
-    """Collect files, render reports and list the values that were not saved, each step on its
-    own: one that fails adds to ``failures`` and the others go on."""
+    """Collect files and list the values that were not saved, each step on its own: one that
+    fails adds to ``failures`` and the others go on."""
     files: list[dict] = []
     left_out: list[dict] = []
-    reports: dict[str, str] = {}
     try:
         files, left_out = _collect(jobdir, spec, failures)
     except Exception as error:
         failures.append(failure("files", f"the job's files could not be collected: {type(error).__name__}: {error}"))
     try:
-        title = Path(spec.get("notebook_name") or "notebook").stem
-        reports, report_failures = write_reports(jobdir, spec["reports"], spec.get("image") or "", title)
-        failures.extend(report_failures)
-    except Exception as error:
-        failures.append(failure("report", f"reports failed: {type(error).__name__}: {error}"))
-    try:
         failures.extend(_values_not_saved(jobdir))
     except Exception as error:
         failures.append(failure("values", f"the values' index cannot be read: {type(error).__name__}: {error}"))
-    return {"files": files, "left_out": left_out, "reports": reports, "after_work_failures": failures}
+    return {"files": files, "left_out": left_out, "after_work_failures": failures}
 
 
 def _collect(jobdir: JobDir, spec: dict, failures: list[dict]) -> tuple[list[dict], list[dict]]:
@@ -317,6 +375,12 @@ def _plain_traceback(lines: list[str]) -> str:
 
 
 def _describe(error: Exception, progress: Progress, kernel_exits: list[int]) -> str:
+    """The reason a job failed, in the user's words; a cell's traceback goes to the log."""
+    from papermill.exceptions import PapermillExecutionError
+
+    if isinstance(error, PapermillExecutionError):
+        print(_plain_traceback(error.traceback), flush=True)  # e31 logs shows where it failed
+        return raised(progress.cells, error.cell_index, error.ename, error.evalue)
     name = type(error).__name__
     if name == "DeadKernelError":
         return _kernel_died(progress, kernel_exits[0] if kernel_exits else None)

@@ -21,8 +21,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from e31_jupyter.core.cell_words import cell_words
 from e31_jupyter.core.errors import InvalidRequest
-from e31_jupyter.notebook.cell_words import cell_words
 from e31_jupyter.notebook.job_notebook import CELL_TAG, cell_names, code_run_by_magic, parse_cell, parse_cell_strictly
 
 if TYPE_CHECKING:
