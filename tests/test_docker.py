@@ -279,7 +279,10 @@ def test_an_image_without_papermill_fails_the_job_and_says_so(engine, start_dock
     assert "No module named 'papermill'" in job["reason"]
     assert "must contain Python 3.10+ (python3) with papermill, ipykernel, nbconvert" in job["reason"]
     # neither the probes (the job's, and the start's of the default image, which may still run) nor the job is left
-    wait_for(lambda: engine.client.containers.list(all=True) == [], what="the probe containers to be removed")
+    # sparse: a container removed between the listing and its inspection does not raise
+    wait_for(
+        lambda: engine.client.containers.list(all=True, sparse=True) == [], what="the probe containers to be removed"
+    )
 
     with pytest.raises(E31Error, match=f"'elsewhere:latest' is not allowed here. {ALLOWED}"):
         client.submit(path=str(notebook), image="elsewhere:latest")

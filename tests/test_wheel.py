@@ -53,18 +53,22 @@ def test_a_built_wheel_carries_the_prebuilt_labextension_and_installs_without_no
     assert any(n.endswith(share + "install.json") for n in names)
     assert any(share + "static/remoteEntry." in n for n in names), names
 
-    prefix = tmp_path / "prefix"
+    # A fresh environment that sees this one's packages (jupyterlab), so that pip installs the wheel
+    # into it alone and leaves this environment's install of e31 as it is.
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", "--system-site-packages", "--without-pip", venv], check=True)
+    python = venv / "bin" / "python"
     installed = subprocess.run(
-        [sys.executable, "-m", "pip", "install", "--no-deps", "--no-index", "--prefix", prefix, wheel],
+        [sys.executable, "-m", "pip", "--python", python, "install", "--no-deps", "--no-index", "--ignore-installed",
+         wheel],
         capture_output=True, text=True, env=no_node, timeout=300,
     )  # fmt: skip
-    assert installed.returncode == 0, installed.stderr[-3000:]
-    extension = prefix / share
+    assert installed.returncode == 0, installed.stdout[-3000:] + installed.stderr[-3000:]
+    assert "uninstall" not in installed.stdout.lower()
+    extension = venv / share
     assert any(extension.glob("static/remoteEntry.*.js")) and (extension / "package.json").is_file()
     listed = subprocess.run(
-        [sys.executable, "-m", "jupyter", "labextension", "list"],
-        capture_output=True, text=True, env={**os.environ, "JUPYTER_PATH": str(prefix / "share" / "jupyter")},
-        timeout=120,
-    )  # fmt: skip
+        [python, "-m", "jupyterlab.labextensions", "list"], capture_output=True, text=True, timeout=120
+    )
     found = listed.stdout + listed.stderr
-    assert str(prefix / "share" / "jupyter" / "labextensions") in found and "e31-jupyter" in found, found
+    assert str(venv / "share" / "jupyter" / "labextensions") in found and "e31-jupyter" in found, found

@@ -245,15 +245,19 @@ def run(jobdir: JobDir) -> dict:
             kernel_exits.extend([] if kernel_exits else _exit_status(kernel))
             reason = _describe(error, progress, kernel_exits)
         finally:
-            ending = KernelEnd(kernel, sockets, jobdir)
-            ending.start()
+            shut_down(kernel)
+            shutil.rmtree(sockets, ignore_errors=True)
     signal.signal(signal.SIGTERM, signal.SIG_IGN)  # the notebook is done; let the results land
+    finished_at = time.time()
+    # The kernel is gone: the job's GPUs can go back now, and the meter stop, before the reports.
+    # (Rendering them while the kernel shuts down was tried: it competes for the same two cores
+    # and delays the release, so the meter would charge part of the report.)
+    write_json_atomic(jobdir.released, {"at": finished_at})
     failures: list[dict] = []
     if status == JobState.FAILED and _results_cell_failed(jobdir):  # the user's cells all ran
         status, reason = JobState.SUCCEEDED, ""
         failures.append(failure("values", f"the values were not saved: {_cell_error(jobdir)}"))
-    reports = _reports(jobdir, spec, failures)  # from the executed notebook, as the kernel shuts down
-    finished_at = ending.wait()  # the kernel is gone, and its GPUs released, before files are read
+    reports = _reports(jobdir, spec, failures)
     manifest = {
         "status": str(status),  # as the manifest's JSON has it: "succeeded", "failed" or "stopped"
         "reason": reason,
@@ -266,28 +270,6 @@ def run(jobdir: JobDir) -> dict:
         print(f"e31: after the notebook, {item['step']}: {item['reason']}", flush=True)
     write_json_atomic(jobdir.manifest, manifest)
     return manifest
-
-
-class KernelEnd(threading.Thread):
-    """Shuts the job's kernel down, then marks its GPUs free (released.json): in the background, so
-    that the report renders meanwhile, off the meter."""
-
-    def __init__(self, kernel, sockets: str, jobdir: JobDir):
-        super().__init__(name="kernel-end", daemon=True)
-        self.kernel, self.sockets, self.jobdir = kernel, sockets, jobdir
-        self.at: float | None = None
-
-    def run(self) -> None:
-        shut_down(self.kernel)
-        shutil.rmtree(self.sockets, ignore_errors=True)
-        self.at = time.time()
-        # The kernel is gone: the job's GPUs can go back now, and the meter stop.
-        write_json_atomic(self.jobdir.released, {"at": self.at})
-
-    def wait(self) -> float:
-        """When the kernel ended (now, if its end could not be recorded)."""
-        self.join()
-        return self.at or time.time()
 
 
 def _reports(jobdir: JobDir, spec: dict, failures: list[dict]) -> dict[str, str]:
