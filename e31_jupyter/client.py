@@ -243,11 +243,11 @@ class E31Client:
         """The values a job returned: ``{"values": [{name, type, size, skipped, module}], "files": [...]}``."""
         return self._json("GET", f"jobs/{quote(job_id)}/values")
 
-    def save_values(self, job_id: str, folder: Path) -> dict:
-        """Download the returned values' files into ``folder``; returns the listing. The folder
-        (0700) and its files (0600) are this user's alone, whatever the umask: what
-        ``values.load`` accepts."""
-        listing = self.values(job_id)
+    def save_values(self, job_id: str, folder: Path, listing: dict | None = None) -> dict:
+        """Download the returned values' files into ``folder``; returns the listing (``listing``:
+        one already fetched). The folder (0700) and its files (0600) are this user's alone,
+        whatever the umask: what ``values.load`` accepts."""
+        listing = listing or self.values(job_id)
         if listing["files"]:
             folder.mkdir(mode=0o700, parents=True, exist_ok=True)
             folder.chmod(0o700)

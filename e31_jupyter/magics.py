@@ -468,7 +468,7 @@ class E31Magics(Magics):
         folder = self._job_folder(job, to, under) / VALUES_FOLDER
         staging = Path(tempfile.mkdtemp(prefix=".e31-values-", dir=folder.parent))
         try:
-            self.client.save_values(job["id"], staging)
+            self.client.save_values(job["id"], staging, listing)
             shutil.rmtree(folder, ignore_errors=True)  # mapped files stay readable until unmapped
             staging.rename(folder)
         finally:

@@ -29,11 +29,12 @@ def _job_dir() -> JobDir:
     return JobDir(os.environ["E31_JOB_DIR"])
 
 
-def load_inputs(namespace: dict | None = None) -> dict:
+def load_inputs(namespace: dict | None = None, note_changes: bool = True) -> dict:
     """The values captured from the submitting kernel, but for those the job's parameters set
     (``e31 resubmit JOB -p NAME VALUE``): papermill set them before this runs, and they win.
-    Given the job's ``namespace``, they are put in it, and noted, so that ``save_outputs`` can
-    tell what the cell changed (a job notebook of an older e31 passes none)."""
+    Given the job's ``namespace``, they are put in it, and, if ``note_changes``, their digests
+    noted, so that ``save_outputs`` can tell what the cell changed (a job notebook of an older
+    e31 passes no namespace; a cell with --out returns only what it names)."""
     job = _job_dir()
     parameters = (job.read_json(job.spec) or {}).get("parameters") or {}
     if namespace is None:
@@ -44,7 +45,8 @@ def load_inputs(namespace: dict | None = None) -> dict:
     namespace.update(loaded)
     namespace.update(kept)
     _captured.clear()
-    _captured.update((name, (value, digest(value))) for name, value in loaded.items())
+    if note_changes:
+        _captured.update((name, (value, digest(value))) for name, value in loaded.items())
     return loaded
 
 

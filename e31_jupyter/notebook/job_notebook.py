@@ -443,8 +443,10 @@ def cell_notebook(
     a cell's first submit, and importing nbformat there costs seconds (the server validates it)."""
     setup = ["# e31: this cell's inputs, as they were in the kernel that submitted it", *imports]
     if inputs:
-        setup += ["from e31_jupyter.values import load_inputs", "", "load_inputs(globals())"]
-    also = f", set_by_functions={list(set_by_functions)!r}" if set_by_functions else ""
+        noted = "" if changed else ", note_changes=False"  # nothing to compare after the cell
+        setup += ["from e31_jupyter.values import load_inputs", "", f"load_inputs(globals(){noted})"]
+    # With --out (not ``changed``), only the names given come back.
+    also = f", set_by_functions={list(set_by_functions)!r}" if set_by_functions and changed else ""
     also += "" if changed else ", changed=False"
     results = [
         "# e31: hand back what this cell assigned, and what it changed",
