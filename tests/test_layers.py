@@ -55,3 +55,20 @@ def test_the_core_does_no_io():
 def test_the_layer_rule_would_catch_an_upward_import():
     assert layer_of("e31_jupyter.service.store") > layer_of("e31_jupyter.core.policy")
     assert layer_of("e31_jupyter.magics") > layer_of("e31_jupyter.service.queue")
+
+
+def methods_per_class() -> dict[str, int]:
+    counts = {}
+    for path in sorted(PACKAGE.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ClassDef):
+                methods = [b for b in node.body if isinstance(b, (ast.FunctionDef, ast.AsyncFunctionDef))]
+                counts[f"{module_name(path)}.{node.name}"] = len(methods)
+    return counts
+
+
+def test_no_class_has_more_than_30_methods():
+    """A class that outgrows 30 methods holds more than one concern: split it (issue 37)."""
+    counts = methods_per_class()
+    assert counts["e31_jupyter.service.store.Store"] > 20  # the count sees methods at all
+    assert {name: n for name, n in counts.items() if n > 30} == {}

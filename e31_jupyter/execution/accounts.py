@@ -126,6 +126,17 @@ def runs_as(owner: str, jobs_run_as: str) -> Account:
     return account
 
 
+def runs_as_or_none(owner: str, jobs_run_as: str) -> Account | None:
+    """The account a job of ``owner`` runs as, or None for one that never could (nothing of it
+    runs, so there is nothing of it to signal or clean up)."""
+    from e31_jupyter.core.errors import E31Error
+
+    try:
+        return runs_as(owner, jobs_run_as)
+    except E31Error:
+        return None
+
+
 def give_folder(folder: Path, uid: int, gid: int) -> None:
     """Make ``folder`` and everything in it ``uid``:``gid``'s (links themselves, never what they
     point to), mode 0700, before a job run as that user starts. Only root gives files away; a

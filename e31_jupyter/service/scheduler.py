@@ -153,7 +153,7 @@ class LocalScheduler:
                 self._stop(job.id, job.handle)
         # Submits and cancels of other servers show as a new store version: schedule at once.
         # Otherwise a pass a second is enough to expire jobs whose deadlines became hopeless.
-        version = self.store.data_version()
+        version = self.store.version()[0]
         if version != self._seen_version or time.monotonic() - self._last_pass >= TIMED_PASS_S:
             self._seen_version = version
             self.schedule()
@@ -330,13 +330,6 @@ class LocalScheduler:
         if job_id in self._stopping:  # cancelled or timed out while it was starting
             self._stop(job_id, handle)
 
-    def _account_or_none(self, job_id: str) -> Account | None:
-        """The account the job runs as, or None for one that never could (nothing of it runs)."""
-        try:
-            return accounts.runs_as(self.store.job(job_id).owner, self.settings.jobs_run_as)
-        except E31Error:
-            return None
-
     def _watch(self, job_id: str, handle: dict) -> None:
         """Wait for the job's process in a thread, and report its end to the event loop; in
         another, look for the sign that its kernel has ended (``_release``)."""
@@ -383,7 +376,7 @@ class LocalScheduler:
         job = self.store.get(job_id)
         if job is None or job.state != JobState.RUNNING:
             return
-        self.backend.clean_up(job_id, self._account_or_none(job_id))
+        self.backend.clean_up(job_id, accounts.runs_as_or_none(job.owner, self.settings.jobs_run_as))
         jobdir = self.files.jobdir(job_id)
         state, reason = final_state(job, jobdir.read_json(jobdir.manifest), exit_code, start_error)
         if state == JobState.FAILED and disk_full(jobdir.path, reason):
@@ -419,7 +412,8 @@ class LocalScheduler:
     def _start_again(self, job: JobRecord) -> None:
         """A server killed after recording a job as running but before starting its process: the
         job still holds its GPUs, so it starts on them now, and the meter counts from now."""
-        self.backend.clean_up(job.id, self._account_or_none(job.id))  # e.g. a container never started
+        account = accounts.runs_as_or_none(job.owner, self.settings.jobs_run_as)
+        self.backend.clean_up(job.id, account)  # e.g. a container never started
         devices = job.granted
         on = f" on GPU(s) {', '.join(devices)}" if devices else ""
         reason = (
@@ -435,7 +429,8 @@ class LocalScheduler:
     def _recover_handle(self, job_id: str) -> dict | None:
         """A server killed between starting a job and recording its handle: find the job's
         process by its job id, so a running job is adopted rather than taken for lost."""
-        handle = self.backend.recover(job_id, self._account_or_none(job_id))
+        account = accounts.runs_as_or_none(self.store.job(job_id).owner, self.settings.jobs_run_as)
+        handle = self.backend.recover(job_id, account)
         if handle is not None:
             self.store.update(job_id, handle=json.dumps(handle))
         return handle

@@ -167,13 +167,9 @@ class Store:
         after it sees what it wrote."""
         self._own_writes += 1
 
-    def data_version(self) -> int:
-        """Changes when another connection (another server) has written to the store."""
-        with self._lock:
-            return self._version()[0]
-
     def version(self) -> tuple[int, int]:
-        """Changes whenever anyone, this server included, has written to the store."""
+        """Changes whenever anyone, this server included, has written to the store; its first
+        part only when another connection (another server) has."""
         with self._lock:
             return self._version()
 
