@@ -16,7 +16,9 @@ its target:
 3. wall time of a one-cell notebook (``x = 1``): through e31 (client-observed, POST -> final
    state, with the default HTML report and with ``reports=[]``) against bare papermill, both the
    CLI (``python -m papermill in.ipynb out.ipynb``) and in-process ``papermill.execute_notebook``.
-   The kinds of run are interleaved, round by round, so that noise hits them all.
+   The kinds of run are interleaved, round by round, so that noise hits them all, and each starts
+   once e31's processes are idle (the standby worker, started ahead for the next job, has done its
+   imports), so no run pays for work done ahead for another.
 
 Section 1's samples are the e31 runs of section 3 (each asks for the one GPU while it is free).
 5. at the prompt: ``%load_ext e31_jupyter`` in a fresh kernel against ``import json`` in the same
@@ -102,9 +104,10 @@ def write_trivial_notebook(path: Path) -> None:
 
 
 class Bench:
-    def __init__(self, root: Path, poll_s: float):
+    def __init__(self, root: Path, poll_s: float, standby: bool = True):
         self.root = root
         self.poll_s = poll_s
+        self.standby = standby  # c.E31.standby_worker
         self.notebook = root / NOTEBOOK
         self.runtime_dir = root / "runtime"  # the server's runtime file: what `e31 jobs` finds it by
         self.server: ServerProcess | None = None
@@ -115,6 +118,7 @@ class Bench:
         self.server = ServerProcess(
             self.root / "data", gpus=["0"], root_dir=self.root, token=TOKEN,
             log_path=self.root / "server.log", env={"JUPYTER_RUNTIME_DIR": str(self.runtime_dir)},
+            extra_args=[f"--E31.standby_worker={self.standby}"],
         ).start()  # fmt: skip
         self.client = E31Client(self.server.url, TOKEN)
         return time.perf_counter() - t0
@@ -125,6 +129,32 @@ class Bench:
 
     def jobdir(self, job_id: str) -> Path:
         return self.root / "data" / "jobs" / job_id
+
+    def settle(self, timeout: float = 15.0) -> None:
+        """Wait until the server and everything it started (the standby worker importing for
+        the next job) are idle, so that no kind of run pays for work done ahead for another."""
+        import psutil
+
+        server = psutil.Process(self.server.proc.pid)
+
+        def cpu() -> float:
+            total = 0.0
+            for process in [server, *server.children(recursive=True)]:
+                try:
+                    times = process.cpu_times()
+                    total += times.user + times.system
+                except psutil.Error:
+                    pass
+            return total
+
+        deadline = time.monotonic() + timeout
+        before = cpu()
+        while time.monotonic() < deadline:
+            time.sleep(0.2)
+            now = cpu()
+            if now - before < 0.02:
+                return
+            before = now
 
     # 1 + 3: one e31 job on a free GPU, followed by the client --------------------------------
 
@@ -283,6 +313,7 @@ def interleaved(bench: Bench, runs: int, log) -> dict:
     for i in range(runs):
         order = kinds if i % 2 == 0 else [kinds[1], kinds[0], kinds[3], kinds[2]]
         for kind in order:
+            bench.settle()
             if kind == "e31_html":
                 results[kind].append(bench.e31_run(reports=None))
             elif kind == "e31_no_html":
@@ -496,6 +527,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--phase-runs", type=int, default=3, help="runs of the phase breakdown (default 3)")
     parser.add_argument("--poll", type=float, default=0.05, help="client poll interval in seconds (default 0.05)")
     parser.add_argument("--keep", action="store_true", help="keep the temporary directory (server log, job dirs)")
+    parser.add_argument(
+        "--no-standby", action="store_true", help="start every job's worker afresh (c.E31.standby_worker = False)"
+    )
     args = parser.parse_args(argv)
     if args.runs < 2:
         parser.error("--runs must be at least 2")
@@ -507,7 +541,7 @@ def main(argv: list[str] | None = None) -> int:
     root = Path(tempfile.mkdtemp(prefix="e31-bench-"))
     (root / "pm").mkdir()
     write_trivial_notebook(root / NOTEBOOK)
-    bench = Bench(root, args.poll)
+    bench = Bench(root, args.poll, standby=not args.no_standby)
     try:
         log(f"e31 benchmark in {root}")
         server_start = bench.start_server()

@@ -1,4 +1,5 @@
-"""Runs inside the job: ``python -m e31_jupyter.execution.worker JOBDIR``.
+"""Runs inside the job: ``python -m e31_jupyter.execution.worker JOBDIR``, or ``--standby`` to be
+started ahead and handed its job later (``standby.py``).
 
 Executes the job's notebook with papermill in the job's working directory, records progress
 (cells done of total) and a heartbeat, saves the partly executed notebook as it goes, and at the
@@ -32,6 +33,7 @@ from e31_jupyter.core.text import format_size
 from e31_jupyter.execution.jobdir import JobDir, write_json_atomic, write_text_atomic
 from e31_jupyter.execution.outputs import collect_files, failure, snapshot, write_reports
 from e31_jupyter.execution.quick_imports import skip_iri_parsers
+from e31_jupyter.execution.standby import STANDBY_FLAG, wait_for_job
 
 HEARTBEAT_S = 2.0
 ANSI_CODES = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")  # colours in a kernel's tracebacks
@@ -391,8 +393,10 @@ def _kernel_died(progress: Progress, status: int | None) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
+    if argv == [STANDBY_FLAG]:
+        argv = [wait_for_job()]
     if len(argv) != 1:
-        print("usage: python -m e31_jupyter.execution.worker JOBDIR", file=sys.stderr)
+        print(f"usage: python -m e31_jupyter.execution.worker JOBDIR|{STANDBY_FLAG}", file=sys.stderr)
         return 2
     skip_iri_parsers()  # before papermill imports jsonschema: ~2 s less per job
     signal.signal(signal.SIGTERM, _on_sigterm)

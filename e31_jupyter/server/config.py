@@ -216,7 +216,7 @@ class E31(Configurable):
                 "setup": self.slurm_setup,
             }
         if self.backend != "docker":
-            return {"job_env": list(self.job_env)}
+            return {"job_env": list(self.job_env), "standby": self.standby_worker}
         memory = self.docker_memory
         return {
             "job_env": list(self.job_env),
@@ -321,6 +321,15 @@ class E31(Configurable):
     @validate("job_env")
     def _check_job_env(self, proposal):
         return check_configured(proposal["value"])
+
+    standby_worker = Bool(
+        True,
+        help="Keep one job worker started ahead, with papermill and nbconvert already imported, "
+        "for the next job of the local backend that runs as the server's own account: it starts "
+        "about half a second sooner. The standby serves one job and ends with it; the next one "
+        "is started as it is taken, so it costs one idle process (about 100 MB) and its imports "
+        "once per job. The first job after a server starts starts the first standby.",
+    ).tag(config=True)
 
 
 def _device_ids(item: str) -> list[str]:

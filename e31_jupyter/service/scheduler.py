@@ -136,6 +136,7 @@ class LocalScheduler:
 
     async def stop(self) -> None:
         await self.leadership.stop()
+        self.backend.close()
 
     def _elected(self) -> None:
         self._adopt_running_jobs()

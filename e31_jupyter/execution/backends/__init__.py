@@ -80,6 +80,10 @@ class ProcessBackend(Protocol):
         """Say in the log what the default image lacks (a container backend); else nothing."""
         ...
 
+    def close(self) -> None:
+        """Let go of what the backend keeps between jobs, as the server stops (running jobs go on)."""
+        ...
+
 
 class ClusterBackend(Protocol):
     """A cluster whose own scheduler (Slurm) decides when and where each job runs."""

@@ -230,6 +230,12 @@ class DockerBackend:
             log.warning("e31: jobs in the image %r will have no HTML report: %s", image, found["report"])
         self._usable_images.add(image_id)
 
+    def close(self) -> None:
+        """Close the connection to dockerd (containers that run go on)."""
+        engine, self._engine = self._engine, None
+        if engine is not None:
+            engine.close()
+
     def check_default_image(self) -> None:
         """At the server's start: say in the log whether the default image can run jobs and
         render their reports, and what it lacks. Only warns: an image can be fixed (rebuilt,

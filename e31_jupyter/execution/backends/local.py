@@ -1,4 +1,5 @@
-"""A job as a detached process on this machine: ``python -m e31_jupyter.execution.worker JOBDIR``.
+"""A job as a detached process on this machine: ``python -m e31_jupyter.execution.worker JOBDIR``,
+or a worker started ahead and handed the job (``standby.py``).
 
 The worker runs in its own session, so it outlives the Jupyter server; every process of the job
 (the worker, its kernel, anything they start) carries ``E31_JOB_ID`` in its environment, which is
@@ -17,6 +18,7 @@ import signal
 import subprocess
 import sys
 from collections.abc import Sequence
+from pathlib import Path
 
 import psutil
 
@@ -26,16 +28,22 @@ from e31_jupyter.execution.accounts import Account
 from e31_jupyter.execution.gpus import visible_devices_env
 from e31_jupyter.execution.job_env import JOB_ID_VAR, job_environment
 from e31_jupyter.execution.jobdir import JobDir
+from e31_jupyter.execution.standby import STANDBY_FLAG, WORKER_MODULE, Standby
 
 
 class LocalBackend:
     starts_slowly = False
     container_limits = None
 
-    def __init__(self, python: str | None = None, job_env: Sequence[str] = ()):
+    def __init__(self, python: str | None = None, job_env: Sequence[str] = (), standby: bool = True):
         self.python = python or sys.executable
         self.job_env = list(job_env)  # c.E31.job_env: more variables for every job
         self._children: dict[int, subprocess.Popen] = {}  # workers this process started
+        self._standby: Standby | None = None
+        if standby:  # c.E31.standby_worker
+            server = accounts.current()
+            env = job_environment(server, "", {}, self.job_env, server)
+            self._standby = Standby(self.python, {k: v for k, v in env.items() if k != JOB_ID_VAR})
 
     def start(self, job_id: str, jobdir: JobDir, devices: list[str], account: Account | None = None) -> dict:
         """Start the worker as ``account`` (default: the server's own) on ``devices``."""
@@ -45,8 +53,8 @@ class LocalBackend:
         env = job_environment(account, job_id, visible_devices_env(devices), self.job_env, server)
         with open(jobdir.log, "ab") as log:
             accounts.give_folder(jobdir.path, account.uid, account.gid)  # the log in it too
-            proc = subprocess.Popen(
-                [self.python, "-m", "e31_jupyter.execution.worker", str(jobdir.path)],
+            proc = self._standby_worker(jobdir, env, account, server) or subprocess.Popen(
+                [self.python, "-m", WORKER_MODULE, str(jobdir.path)],
                 cwd=jobdir.work,
                 env=env,
                 stdin=subprocess.DEVNULL,
@@ -58,16 +66,32 @@ class LocalBackend:
         self._children[proc.pid] = proc
         return _handle(psutil.Process(proc.pid), account.uid)
 
+    def _standby_worker(self, jobdir: JobDir, env: dict, account: Account, server: Account):
+        """The standby worker, handed the job, for a job run as the server's own account."""
+        if self._standby is None or account.uid != server.uid:
+            return None
+        return self._standby.take(jobdir, env)
+
+    def close(self) -> None:
+        """End the standby worker (jobs that run go on)."""
+        if self._standby is not None:
+            self._standby.close()
+
     def adopt(self, job_id: str, handle: dict | None) -> bool:
         """True when the job's worker from ``handle`` is still alive (and is that same process)."""
         return self._process(handle) is not None
 
     def recover(self, job_id: str, account: Account | None = None) -> dict | None:
-        """The handle of the job's worker, found by the job id in its environment among the
-        processes of ``account`` (default: the server's)."""
+        """The handle of the job's worker, found among the processes of ``account`` (default:
+        the server's) by the job id in its environment, or, for a worker that was a standby
+        (whose environment was set after it started), by the job's folder it works in."""
         uid = (account or accounts.current()).uid
         for process in self._job_processes(job_id, None, uid):
-            if "e31_jupyter.execution.worker" in " ".join(_safe(process.cmdline) or []):
+            if WORKER_MODULE in " ".join(_safe(process.cmdline) or []):
+                return _handle(process, uid)
+        for process in psutil.process_iter():
+            cmdline = _safe(process.cmdline) or []
+            if cmdline[-2:] == [WORKER_MODULE, STANDBY_FLAG] and _works_on(process, job_id) and _runs_as(process, uid):
                 return _handle(process, uid)
         return None
 
@@ -144,6 +168,12 @@ def _check_reachable(account: Account, jobdir: JobDir) -> None:
             f"{account.name}. Let other users enter it (chmod o+x {closed}; mode 0711 lists nothing): "
             "each job's own folder stays 0700, its owner's alone."
         )
+
+
+def _works_on(process: psutil.Process, job_id: str) -> bool:
+    """Whether ``process`` works in the job's working folder (``JOB_ID/work``)."""
+    cwd = _safe(process.cwd)
+    return cwd is not None and Path(cwd).parts[-2:] == (job_id, "work")
 
 
 def _as_user(account: Account, server: Account) -> dict:
