@@ -262,6 +262,22 @@ def read_index(folder: Path) -> dict:
         return {}
 
 
+def write_private(path: Path, data: bytes) -> None:
+    """Write ``data`` to ``path`` as ``save`` writes a value's files (this user's only, never
+    through a link), so that ``read_trusted`` accepts it: for files kept beside values, such as
+    a checkpoint's (``checkpoint.py``)."""
+    with _create(path) as f:
+        f.write(data)
+
+
+def read_trusted(folder: str | os.PathLike, name: str) -> bytes:
+    """The file ``name`` of ``folder``, read with ``load``'s checks (NotTrusted when the folder or
+    the file is another user's, writable by others, or a link): what decides which values to
+    unpickle must be as safe as the values."""
+    with _Folder(Path(folder)) as trusted, os.fdopen(trusted.open(name), "rb") as f:
+        return f.read()
+
+
 class _Folder:
     """A folder of values, open and checked (its owner and mode, on the open folder itself), whose
     files are opened relative to it and checked the same way, following no link."""
