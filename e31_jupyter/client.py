@@ -121,21 +121,21 @@ class E31Client:
     def submit(self, **body) -> dict:
         """Submit a job (see the API's submit body); returns the job plus ``warnings``. The jobs
         of ``after`` may be named as ``resolve`` takes them."""
-        return self._json("POST", "jobs", json=self._handed_over(self._after_resolved(body)))
+        return self._json("POST", "jobs", json=self._handed_over(_after_resolved(self, body)))
 
     def resubmit(self, job_id: str, **changes) -> dict:
         """Run an earlier job's notebook again as a new job, its request changed by ``changes``
         (parameters merged); returns the new job plus ``warnings``."""
-        return self._json("POST", f"jobs/{quote(job_id)}/resubmit", json=self._after_resolved(changes))
+        return self._json("POST", f"jobs/{quote(job_id)}/resubmit", json=_after_resolved(self, changes))
 
     def check_resubmit(self, job_id: str, **changes) -> dict:
         """What ``resubmit`` would give, with nothing submitted."""
-        return self._json("POST", f"jobs/{quote(job_id)}/resubmit/check", json=self._after_resolved(changes))
+        return self._json("POST", f"jobs/{quote(job_id)}/resubmit/check", json=_after_resolved(self, changes))
 
     def check(self, **body) -> dict:
         """What submitting ``body`` would give (place in line, expected start, ``warnings``),
         with nothing submitted; raises what a submit would refuse."""
-        return self._json("POST", "check", json=self._handed_over(self._after_resolved(body)))
+        return self._json("POST", "check", json=self._handed_over(_after_resolved(self, body)))
 
     def _handed_over(self, body: dict) -> dict:
         """The body as this user hands it to a system scheduler, which reads no file for anyone
@@ -197,13 +197,6 @@ class E31Client:
         to one (a name that fits no job raises here)."""
         return list(dict.fromkeys(self.resolve(ref) for ref in refs))
 
-    def _after_resolved(self, body: dict) -> dict:
-        after = body.get("after")
-        if not after:
-            return body
-        refs = [after] if isinstance(after, str) else after
-        return {**body, "after": [self.resolve(ref) if isinstance(ref, str) else ref for ref in refs]}
-
     def job(self, job_id: str) -> dict:
         return self._json("GET", f"jobs/{quote(job_id)}")
 
@@ -212,7 +205,12 @@ class E31Client:
         clears a run time or the deadline), name, team or ``after`` (the jobs it runs after; []
         for none); returns the job, with ``changed`` (what did, as people read it) and
         ``warnings``."""
-        return self._json("PATCH", f"jobs/{quote(job_id)}", json=self._after_resolved(changes))
+        return self._json("PATCH", f"jobs/{quote(job_id)}", json=_after_resolved(self, changes))
+
+    def resume(self, job_id: str, **changes) -> dict:
+        """Put a failed job back in line from its last checkpoint (``changes``: gpus,
+        max_runtime, expected_runtime, deadline)."""
+        return self._json("POST", f"jobs/{quote(job_id)}/resume", json=changes)
 
     def cancel(self, job_id: str) -> dict:
         return self._json("POST", f"jobs/{quote(job_id)}/cancel")
@@ -451,3 +449,12 @@ def _reason(exc: requests.RequestException) -> str:
         return "timed out"
     match = re.search(r"\[Errno -?\d+\] ([^'\")]+)", str(exc))
     return match.group(1).strip() if match else type(exc).__name__
+
+
+def _after_resolved(client: E31Client, body: dict) -> dict:
+    """``body`` with the jobs its ``after`` names (a name, ``last``, part of an id) as their ids."""
+    after = body.get("after")
+    if not after:
+        return body
+    refs = [after] if isinstance(after, str) else after
+    return {**body, "after": [client.resolve(ref) if isinstance(ref, str) else ref for ref in refs]}

@@ -49,7 +49,8 @@ from e31_jupyter.notebook.job_notebook import (
 HIDDEN = {"In", "Out", "get_ipython", "exit", "quit"}  # IPython's own names, never captured
 VALUES_FOLDER = "e31-values"  # in a job's outputs folder: the files its collected values are mapped from
 LINE_COMMANDS = (
-    "submit-notebook", "resubmit", "update", "jobs", "status", "logs", "cancel", "wait", "collect", "delete",
+    "submit-notebook", "resubmit", "resume", "update", "jobs", "status", "logs", "cancel", "wait", "collect",
+    "delete",
 )  # fmt: skip
 USAGE = (
     "Usage: %%e31 submit [options] on a cell, or %e31 COMMAND with COMMAND one of "
@@ -336,6 +337,11 @@ class E31Magics(Magics):
             return self.submit_notebook(rest)
         if command == "resubmit":
             return self.resubmit(rest)
+        if command == "resume":
+            args = _cli_args(["resume", *rest])
+            return self._follow(
+                self.client.resume(self.client.resolve(args.job), **request_options.resume_changes(args)), False
+            )
         if command == "jobs" and not rest:
             return widgets.show_jobs(self.client)
         if command == "status" and len(rest) == 1:

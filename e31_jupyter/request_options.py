@@ -8,7 +8,7 @@ update) body it fills. Where a command says an option otherwise, the option says
 (``helps``, ``defaults``): the words of each command's help are those it always had.
 
 - ``add(parser, flags, use)``: those options, in that order, as ``use`` (one of ``SUBMIT``,
-  ``RESUBMIT``, ``UPDATE``, ``CELL``) takes them.
+  ``RESUBMIT``, ``UPDATE``, ``RESUME``, ``CELL``) takes them.
 - ``request_body(args, flags, use)``: the fields they were given; ``submit_body``,
   ``submit_bodies``, ``request_changes`` and ``update_changes`` for the commands' own.
 - ``read_argv``: a command line as the parsers take it (``-p lr=0.1``, ``--deadline tomorrow 8am``).
@@ -17,6 +17,7 @@ update) body it fills. Where a command says an option otherwise, the option says
 from __future__ import annotations
 
 import argparse
+import builtins
 import dataclasses
 import json
 import os
@@ -37,6 +38,7 @@ from e31_jupyter.core.job import is_day_and_clock
 SUBMIT = "e31 submit"
 RESUBMIT = "e31 resubmit"  # what is not given is the earlier job's
 UPDATE = "e31 update"  # what is not given stays; some may be cleared (--no-deadline)
+RESUME = "e31 resume"  # what is not given is the job's
 CELL = "%%e31 submit"
 
 JOB_HELP = "a job's id, or enough of it to be unique (its part after the dash will do), or `last`: your newest job"
@@ -86,7 +88,7 @@ class Option:
     type: Callable[[str], Any] | None = None
     metavar: str | tuple[str, ...] | None = None
     nargs: int | str | None = None
-    action: str | None = None
+    action: str | builtins.type[argparse.Action] | None = None  # a name, or a class (--x/--no-x)
     dest: str | None = None
     to_field: Callable[[Any], Any] | None = None  # the value as the body carries it, where not as given
     # Where a use says it otherwise (None: no help), or has a default of its own.
@@ -108,7 +110,7 @@ class Option:
             return self.helps[use]
         if "{default}" not in self.help:
             return self.help
-        named = {RESUBMIT: "the earlier job's", UPDATE: "", CELL: ""}.get(use, self.usual)
+        named = {RESUBMIT: "the earlier job's", RESUME: "the job's", UPDATE: "", CELL: ""}.get(use, self.usual)
         return self.help.replace("{default}", f"; default: {named}" if named else "")
 
 
@@ -170,6 +172,13 @@ OPTION_LIST: tuple[Option, ...] = (
         usual="the one the notebook names", helps={CELL: "the kernel to run it on (default: this one's)"},
     ),
     Option(
+        ("--checkpoint",),
+        "save the kernel's variables at cell ends (when cheap enough), so that a job that runs out of time, "
+        "fails or is lost can be resumed from its last finished cell: e31 resume JOB{default}",
+        field="checkpoint", action=argparse.BooleanOptionalAction, usual="the queue's, c.E31.checkpoint_default",
+        helps={CELL: "save the kernel's variables at cell ends, so that the job can be resumed (e31 resume)"},
+    ),
+    Option(
         ("--output",), "files to collect (repeatable{default})", field="outputs", usual="all it wrote",
         action="append", metavar="GLOB", dest="outputs", helps={CELL: "files to collect"},
     ),
@@ -198,15 +207,17 @@ OPTIONS: dict[str, Option] = {option.name: option for option in OPTION_LIST}  # 
 # What each takes, in the order its help lists them.
 REQUEST = (
     "--parameters", "--parameters-raw", "--parameters-yaml", "--parameters-file", "--gpus", "--max-runtime",
-    "--expected-runtime", "--deadline", "--after", "--name", "--team", "--kernel", "--output", "--report",
+    "--expected-runtime", "--deadline", "--after", "--name", "--team", "--kernel", "--checkpoint", "--output",
+    "--report",
 )  # fmt: skip
 CONTAINER = ("--image", "--memory", "--cpus")  # for queues that run jobs in containers (c.E31.backend = 'docker')
 SUBMIT_OPTIONS = (*REQUEST, "--sweep", "--data", *CONTAINER)
 RESUBMIT_OPTIONS = REQUEST
 UPDATE_OPTIONS = ("--gpus", "--max-runtime", "--expected-runtime", "--deadline", "--name", "--team", "--after")
+RESUME_OPTIONS = ("--gpus", "--max-runtime", "--expected-runtime", "--deadline")
 CELL_OPTIONS = (
     "--gpus", "--max-runtime", "--expected-runtime", "--deadline", "--after", "--name", "--team",
-    "--kernel", "--output", "--report", "--data", *CONTAINER,
+    "--kernel", "--checkpoint", "--output", "--report", "--data", *CONTAINER,
 )  # fmt: skip
 
 
@@ -283,6 +294,11 @@ def update_changes(args: argparse.Namespace) -> dict:
             "--no-expected-runtime, --name, --team, --after or --no-after."
         )
     return changes
+
+
+def resume_changes(args: argparse.Namespace) -> dict:
+    """What ``e31 resume`` was asked to change of the job's request (nothing: run it as it was)."""
+    return request_body(args, RESUME_OPTIONS, RESUME)
 
 
 def given_parameters(args: argparse.Namespace) -> dict:

@@ -25,7 +25,7 @@ from e31_jupyter.core.errors import E31Error
 from e31_jupyter.core.states import FINAL_STATES, JobState
 from e31_jupyter.core.text import format_size
 from e31_jupyter.notebook import values
-from e31_jupyter.request_options import as_typed_here, request_changes, submit_bodies, update_changes
+from e31_jupyter.request_options import as_typed_here, request_changes, resume_changes, submit_bodies, update_changes
 
 
 def cmd_submit(client: E31Client, args) -> int:
@@ -207,6 +207,18 @@ def cmd_update(client: E31Client, args) -> int:
         print(f"{job['id']}  {changed}; now {describe(job)}")
 
     return _each(client, args.job, update)
+
+
+def cmd_resume(client: E31Client, args) -> int:
+    """Put a failed job back in line from its last checkpoint."""
+    job = client.resume(client.resolve(args.job), **resume_changes(args))
+    print_warnings(job["warnings"])
+    if args.json:
+        print(as_json(job))
+        return 0
+    changed = f"; changed {'; '.join(job['changed'])}" if job["changed"] else ""
+    print(f"{job['id']}  {job['reason']}{changed}; now {describe(job)}")
+    return 0
 
 
 def cmd_cancel(client: E31Client, args) -> int:

@@ -110,6 +110,8 @@ def format_job(job: dict) -> str:
             else []
         ),
         ("finished", format_moment(job.get("finished_at"))),
+        *([("resumes", _checkpoint(job["last_checkpoint"]))] if job.get("last_checkpoint") else []),
+        *[("attempt", _attempt(n, attempt)) for n, attempt in enumerate(job.get("attempts") or [], 1)],
     ]
     lines = [f"{label + ':':<11}{'-' if value is None else value}" for label, value in fields]
     failures = job.get("after_work_failures") or []
@@ -123,6 +125,23 @@ def format_job(job: dict) -> str:
         reason = f"  {step['reason']}" if step.get("reason") else ""
         lines.append(f"  {format_moment(step.get('at'))}  {step.get('from') or '-'} -> {step.get('to')}{reason}")
     return "\n".join(lines)
+
+
+def _checkpoint(saved: dict) -> str:
+    """Where the job's last checkpoint would resume it: "after cell 3 (checkpoint of 12.0 MB at
+    10:04); not saved: log (an open file...)"."""
+    size, at = format_size(saved["bytes"]), format_moment(saved["saved_at"])
+    words = f"after cell {saved['after_cell'] + 1} (checkpoint of {size} at {at})"
+    cannot = saved.get("cannot_save") or {}
+    return words + ("; not saved: " + "; ".join(f"{name} ({why})" for name, why in cannot.items()) if cannot else "")
+
+
+def _attempt(number: int, attempt: dict) -> str:
+    """An earlier run of a resumed job: "1: 10:00 -> 10:04 on GPU 0, failed: timeout ..."."""
+    on = f" on GPU {', '.join(attempt['gpus'])}" if attempt.get("gpus") else ""
+    reason = f": {attempt['reason']}" if attempt.get("reason") else ""
+    span = f"{format_moment(attempt.get('started_at'))} -> {format_moment(attempt.get('finished_at'))}"
+    return f"{number}: {span}{on}, {attempt.get('state')}{reason}"
 
 
 def format_values(returned: list[dict]) -> str:

@@ -15,6 +15,7 @@ from e31_jupyter.cli.commands import (
     cmd_logs,
     cmd_meter,
     cmd_resubmit,
+    cmd_resume,
     cmd_status,
     cmd_submit,
     cmd_update,
@@ -75,6 +76,15 @@ def build_parser() -> argparse.ArgumentParser:
     update.add_argument("job", metavar="JOB", nargs="+", help=JOB_HELP + " (several: each of them)")
     request_options.add(update, request_options.UPDATE_OPTIONS, request_options.UPDATE)
     json_flag(update)
+
+    resume = command(
+        "resume", cmd_resume,
+        "put a job that failed (out of time, lost, a cell raised) back in line to continue from its last "
+        "checkpoint (--checkpoint): same id, files and meter; options change its request",
+    )  # fmt: skip
+    resume.add_argument("job", metavar="JOB", help=JOB_HELP)
+    request_options.add(resume, request_options.RESUME_OPTIONS, request_options.RESUME)
+    json_flag(resume)
 
     jobs = command("jobs", cmd_jobs, "list jobs, newest first")
     jobs.add_argument("--state", choices=STATES)

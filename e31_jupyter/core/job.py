@@ -190,6 +190,8 @@ class JobSpec:
     image: str = ""  # the container image (container backends only)
     max_output_bytes: int = 50 << 30  # collected files past this are left out, and listed
     after: list[str] = field(default_factory=list)  # jobs that must succeed before it starts (dependencies.py)
+    checkpoint: bool = False  # save the kernel at cell ends, so that it can be resumed (checkpoint.py)
+    checkpoint_share: float = 0.05  # the most of the run time since the last checkpoint one may cost
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -198,7 +200,7 @@ class JobSpec:
 _SUBMIT_FIELDS = {
     "path", "notebook", "notebook_name", "folder", "parameters", "data", "gpus", "max_runtime",
     "expected_runtime", "deadline", "name", "team", "outputs", "reports", "inputs", "fingerprint",
-    "image", "memory", "cpus", "after", "kernel",
+    "image", "memory", "cpus", "after", "kernel", "checkpoint",
 }  # fmt: skip
 _CONTAINER_FIELDS = ("image", "memory", "cpus")
 
@@ -455,6 +457,16 @@ def server_path(text: str, root_dir: Path, field_name: str) -> Path:
     except RuntimeError:  # ~someone who has no home here
         raise InvalidRequest(f"{field_name}: cannot find the home folder in {text!r}; give the full path.") from None
     return path if path.is_absolute() else root_dir / path
+
+
+def validate_flag(body: dict, key: str, default: bool) -> bool:
+    """A yes-or-no field: true or false, or ``default`` when not given (or null)."""
+    value = body.get(key)
+    if value is None:
+        return default
+    if not isinstance(value, bool):
+        raise InvalidRequest(f"{key} must be true or false; got {value!r}.")
+    return value
 
 
 def validate_text(body: dict, key: str, default: str = "") -> str:

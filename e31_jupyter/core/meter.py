@@ -10,7 +10,20 @@ from typing import Any
 def gpu_seconds(job: Mapping[str, Any], now: float, since: float | None = None, until: float | None = None) -> float:
     """GPUs granted x time held, optionally clipped to the window [since, until]. A job holds
     its GPUs from its start until its kernel ends (``released_at``: its reports and files are made
-    after that, free), or until it ends, whichever comes first."""
+    after that, free), or until it ends, whichever comes first. A resumed job's meter is the sum
+    of its attempts: the earlier ones (``attempts``) and the current one."""
+    earlier = sum(_held(attempt, now, since, until) for attempt in job.get("attempts") or ())
+    return earlier + _held(job, now, since, until)
+
+
+def attempt(job: Mapping[str, Any]) -> dict:
+    """What a job's run that has ended keeps of itself once the job is resumed: its hold (what
+    the meter counts) and how it ended."""
+    keys = ("started_at", "released_at", "finished_at", "granted", "state", "reason")
+    return {key: job.get(key) for key in keys} | {"state": str(job.get("state"))}
+
+
+def _held(job: Mapping[str, Any], now: float, since: float | None, until: float | None) -> float:
     if job.get("started_at") is None:
         return 0.0  # queued (or never started): waiting is free
     start = job["started_at"]

@@ -2,7 +2,9 @@
 running job was asked to stop.
 
     queued ──(scheduler)──> running ──(process end)──> succeeded | failed | cancelled
-      │                        └──(restart: started again, never having run)──> running
+      │ ▲ ▲                   ├──(restart: started again, never having run)──> running
+      │ │ └──(restart: its process lost; it has a checkpoint)──┘
+      │ └────(user: resumed from its checkpoint)──── failed
       ├──(user: request changed)──> queued
       ├──(user)──> cancelled
       └──(scheduler)──> expired
@@ -68,9 +70,11 @@ TRANSITIONS: dict[tuple[JobState, JobState], frozenset[Cause]] = {
     (Q, F): frozenset({RESTART, PROCESS_END}),  # lost while handed to a cluster; or the cluster ended it
     (Q, S): frozenset({PROCESS_END}),  # a cluster ran it between two looks
     (R, R): frozenset({RESTART}),  # recorded as running, its process never began: started now
+    (R, Q): frozenset({RESTART}),  # its process lost while no server watched: resumes from its checkpoint
     (R, S): frozenset({PROCESS_END}),
     (R, F): frozenset({PROCESS_END}),
     (R, C): frozenset({PROCESS_END}),  # its process ended after the stop a user asked for
+    (F, Q): frozenset({USER}),  # resumed from its checkpoint (e31 resume): back in line, same id
     (S, S): frozenset({USER}),  # its files were deleted; its state stays
     (F, F): frozenset({USER}),
     (C, C): frozenset({USER}),

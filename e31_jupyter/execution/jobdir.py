@@ -17,6 +17,7 @@ from pathlib import Path
 from e31_jupyter.core.errors import Conflict, E31Error
 from e31_jupyter.execution import accounts
 
+CHECKPOINT_CURRENT = "CURRENT"  # the file in a job's checkpoint folder that names its current checkpoint
 _NO_LINK = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK  # O_NONBLOCK: a FIFO the job made never blocks a read
 
 
@@ -36,6 +37,9 @@ class JobDir:
     baseline = property(lambda self: self.path / "baseline.json")  # the work dir before the run
     inputs = property(lambda self: self.path / "inputs")  # values captured from the kernel
     values = property(lambda self: self.path / "values")  # values the job hands back
+    checkpoint = property(lambda self: self.path / "checkpoint")  # the kernel saved at a cell's end (--checkpoint)
+    checkpoint_current = property(lambda self: self.checkpoint / CHECKPOINT_CURRENT)  # names the one to load
+    attempt = property(lambda self: self.path / "attempt.json")  # a resumed job's run: where its log began
 
     def values_index(self) -> dict:
         """The index of the values the job returned (values.json, as ``values.py`` writes it),
@@ -109,10 +113,20 @@ class JobDir:
         return error
 
     def never_started(self) -> bool:
-        """No trace of a worker: it writes baseline.json before anything else, and whatever it
-        printed before that (a crash at start, say) is in job.log."""
-        printed = self.log.exists() and self.log.stat().st_size > 0
-        return not self.baseline.exists() and not printed
+        """No trace of this run's worker: it writes progress.json first thing, and whatever it
+        printed before that (a crash at start, say) is in job.log, after what earlier runs of a
+        resumed job printed."""
+        earlier = self.read_json(self.attempt, {}).get("log_bytes", 0)
+        printed = self.log.exists() and self.log.stat().st_size > earlier
+        return not self.progress.exists() and not printed
+
+    def start_again(self) -> None:
+        """Make ready for another run of the job (resumed): what its last run recorded of its end
+        and progress goes; its notebook, log, files, checkpoint and first snapshot stay."""
+        for record in (self.manifest, self.released, self.progress):
+            record.unlink(missing_ok=True)
+        log_bytes = self.log.stat().st_size if self.log.exists() else 0
+        write_json_atomic(self.attempt, {"log_bytes": log_bytes})
 
     def size(self) -> int:
         """Bytes the job's files take (links counted as links)."""

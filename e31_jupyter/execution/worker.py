@@ -30,6 +30,7 @@ from e31_jupyter.core.cell_words import died_in, raised
 from e31_jupyter.core.job import RESULTS_TAG
 from e31_jupyter.core.states import JobState
 from e31_jupyter.core.text import format_size
+from e31_jupyter.execution.engine import CheckpointFailed, Checkpoints, job_engine
 from e31_jupyter.execution.jobdir import JobDir, write_json_atomic, write_text_atomic
 from e31_jupyter.execution.outputs import collect_files, failure, snapshot, write_reports
 from e31_jupyter.execution.quick_imports import skip_iri_parsers
@@ -75,32 +76,6 @@ class Progress:
 
     def __exit__(self, *_):
         self._stop.set()
-
-
-def _progress_engine(progress: Progress):
-    """A papermill engine that reports each cell's start and end to ``progress``."""
-    from papermill.engines import NBClientEngine
-
-    class ProgressEngine(NBClientEngine):
-        @classmethod
-        def execute_managed_notebook(cls, nb_man, kernel_name, **kwargs):
-            cell_start, cell_complete = nb_man.cell_start, nb_man.cell_complete
-            progress.cells = list(nb_man.nb.cells)  # papermill inserts its error notes into its own list
-
-            def on_start(cell, cell_index=None, **kw):
-                progress.last_started = cell_index
-                progress.write(current_cell=cell_index)
-                return cell_start(cell, cell_index, **kw)
-
-            def on_complete(cell, cell_index=None, **kw):
-                result = cell_complete(cell, cell_index, **kw)
-                progress.write(cells_done=cell_index + 1, current_cell=None)
-                return result
-
-            nb_man.cell_start, nb_man.cell_complete = on_start, on_complete
-            return super().execute_managed_notebook(nb_man, kernel_name, **kwargs)
-
-    return ProgressEngine
 
 
 def save_notebooks_whole(folder: Path) -> None:
@@ -209,7 +184,8 @@ def run(jobdir: JobDir) -> dict:
     os.environ["E31_JOB_DIR"] = str(jobdir.path)  # the kernel finds its inputs here
     os.environ["PYTHONSTARTUP"] = str(KERNEL_STARTUP)  # an IPython kernel runs it as it starts
     started_at = time.time()
-    write_json_atomic(jobdir.baseline, snapshot(jobdir.work))
+    if not jobdir.baseline.exists():  # a resumed job's files are those since its first run
+        write_json_atomic(jobdir.baseline, snapshot(jobdir.work))
     status: JobState | str = JobState.FAILED  # or "stopped", which is no job state
     reason = ""
     with Progress(jobdir, cells_total=None) as progress:  # a heartbeat from the first moment
@@ -224,12 +200,15 @@ def run(jobdir: JobDir) -> dict:
             import papermill
             from papermill.engines import papermill_engines
 
-            cells = len(nbformat.read(jobdir.input_notebook, as_version=4).cells)
-            progress.write(cells_total=cells + (1 if spec["parameters"] else 0))  # + injected cell
-            papermill_engines.register("e31", _progress_engine(progress))
+            checkpoints = _checkpoints(jobdir, spec)
+            notebook = _resume_input(jobdir) if checkpoints.resume else jobdir.input_notebook
+            cells = len(nbformat.read(notebook, as_version=4).cells)
+            injected = 0 if checkpoints.resume else (1 if spec["parameters"] else 0)
+            progress.write(cells_total=cells + injected)
+            papermill_engines.register("e31", job_engine(progress, checkpoints))
             save_notebooks_whole(jobdir.path)
             papermill.execute_notebook(
-                str(jobdir.input_notebook),
+                str(notebook),
                 str(jobdir.executed_notebook),
                 parameters=spec["parameters"],
                 kernel_name=spec["kernel"],
@@ -243,6 +222,8 @@ def run(jobdir: JobDir) -> dict:
             status = JobState.SUCCEEDED
         except Stopped:
             status, reason = "stopped", "stopped on request"
+        except CheckpointFailed as error:
+            reason = f"could not resume: the checkpoint did not load in the job's kernel ({error})"
         except Exception as error:  # the process decides the state; the reason says what happened
             kernel_exits.extend([] if kernel_exits else _exit_status(kernel))
             reason = _describe(error, progress, kernel_exits)
@@ -272,6 +253,36 @@ def run(jobdir: JobDir) -> dict:
         print(f"e31: after the notebook, {item['step']}: {item['reason']}", flush=True)
     write_json_atomic(jobdir.manifest, manifest)
     return manifest
+
+
+def _checkpoints(jobdir: JobDir, spec: dict) -> Checkpoints:
+    """Whether the job takes checkpoints, and whether it resumes from one (a checkpoint there
+    means it ran before: it continues after the cell the checkpoint follows)."""
+    resume = jobdir.checkpoint_current.exists()
+    earlier = _without_error_notes(jobdir.executed_notebook) if resume else None
+    return Checkpoints(
+        jobdir.checkpoint, spec.get("checkpoint", False), resume, earlier.cells if earlier else [],
+        share=spec.get("checkpoint_share", 0.05),
+    )  # fmt: skip
+
+
+def _resume_input(jobdir: JobDir) -> Path:
+    """The notebook a resumed job runs: the one its last run wrote, as it ran (the notes
+    papermill adds about a failure taken out, so cells are where the checkpoint counted them)."""
+    import nbformat
+
+    path = jobdir.path / "resume.ipynb"
+    write_text_atomic(path, nbformat.writes(_without_error_notes(jobdir.executed_notebook)))
+    return path
+
+
+def _without_error_notes(path: Path):
+    import nbformat
+    from papermill.execute import ERROR_MARKER_TAG
+
+    notebook = nbformat.read(path, as_version=4)
+    notebook.cells = [c for c in notebook.cells if ERROR_MARKER_TAG not in c.get("metadata", {}).get("tags", [])]
+    return notebook
 
 
 def _reports(jobdir: JobDir, spec: dict, failures: list[dict]) -> dict[str, str]:

@@ -7,7 +7,7 @@ import os
 import re
 
 from jupyter_core.paths import jupyter_data_dir
-from traitlets import Bool, Enum, Float, Int, List, Unicode, default, validate
+from traitlets import Bool, Enum, Float, Int, List, TraitError, Unicode, default, validate
 from traitlets.config import Configurable
 
 from e31_jupyter.client import SYSTEM_SOCKET  # noqa: F401 (where e31 serve --system listens)
@@ -321,6 +321,27 @@ class E31(Configurable):
     @validate("job_env")
     def _check_job_env(self, proposal):
         return check_configured(proposal["value"])
+
+    checkpoint_default = Bool(
+        False,
+        help="Whether a notebook job that does not say (--checkpoint / --no-checkpoint) saves its "
+        "kernel's variables at cell ends, so that it can be resumed from its last finished cell "
+        "(e31 resume) after it ran out of time, failed or was lost. A save is taken when it costs "
+        "under c.E31.checkpoint_share of the run time since the last one.",
+    ).tag(config=True)
+
+    checkpoint_share = Float(
+        0.05,
+        help="A job with --checkpoint saves its kernel after a cell when the save is expected to cost "
+        "at most this share of the run time since its last one (0.05: 5%), or under 20 ms (a small "
+        "namespace is saved after every cell). The cost is learnt from the job's own saves.",
+    ).tag(config=True)
+
+    @validate("checkpoint_share")
+    def _check_checkpoint_share(self, proposal):
+        if not 0 < proposal["value"] <= 1:
+            raise TraitError(f"c.E31.checkpoint_share must be above 0 and at most 1; got {proposal['value']}.")
+        return proposal["value"]
 
     standby_worker = Bool(
         True,

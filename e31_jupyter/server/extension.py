@@ -91,6 +91,8 @@ class E31Extension(ExtensionApp):
             many_users=config.system or type(self.serverapp.identity_provider) not in SINGLE_USER_PROVIDERS,
             jobs_run_as=config.jobs_run_as,
             job_env=list(config.job_env),
+            checkpoint_default=config.checkpoint_default,
+            checkpoint_share=config.checkpoint_share,
         )
         backend = backends.create(config.backend, **config.backend_settings())
         if config.backend in backends.CLUSTER_BACKENDS:  # Slurm: the cluster decides what runs

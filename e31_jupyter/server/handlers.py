@@ -177,6 +177,14 @@ class ResubmitHandler(E31Handler):
         self.answer_submitted(*await self.queue.resubmit(self.caller, job_id, changes, self.kernels, self.root_dir))
 
 
+class ResumeHandler(E31Handler):
+    @web.authenticated
+    @authorized
+    @_answers_errors
+    async def post(self, job_id):
+        self.finish(await self.queue.resume(self.caller, job_id, self.json_body()))
+
+
 class ResubmitCheckHandler(E31Handler):
     @web.authenticated
     @authorized
@@ -372,6 +380,7 @@ def routes() -> list[tuple[str, type]]:
         (job, JobHandler),
         (job + r"/cancel", CancelHandler),
         (job + r"/resubmit", ResubmitHandler),
+        (job + r"/resume", ResumeHandler),
         (job + r"/resubmit/check", ResubmitCheckHandler),
         (job + r"/notebook", NotebookHandler),
         (job + r"/report", ReportHandler),

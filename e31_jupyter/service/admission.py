@@ -21,6 +21,7 @@ from e31_jupyter.core.job import (
     Limits,
     Request,
     iso,
+    validate_flag,
     validate_image,
     validate_outputs,
     validate_parameters,
@@ -123,6 +124,8 @@ class Admission:
             image=validate_image(body, limits),
             max_output_bytes=self._settings.max_output_bytes,
             after=after,
+            checkpoint=validate_flag(body, "checkpoint", self._settings.checkpoint_default),
+            checkpoint_share=self._settings.checkpoint_share,
         )
         return Proposal(spec, notebook, data, inputs, warnings)
 

@@ -53,6 +53,26 @@ def job_view(
         "after_work_failures": result.get("after_work_failures", []),
         "files_deleted": _deleted_view(result.get("deleted")),
         "fingerprint": job["fingerprint"],
+        "last_checkpoint": _checkpoint_view(progress.get("checkpoint")),
+        "attempts": [_attempt_view(attempt) for attempt in job.get("attempts") or []],
+    }
+
+
+def _checkpoint_view(saved: dict | None) -> dict | None:
+    """The job's last checkpoint, as its worker reported it: after which cell, when, its size
+    and what could not be saved; None before the first."""
+    return {**saved, "saved_at": iso(saved["saved_at"])} if saved else None
+
+
+def _attempt_view(attempt: dict) -> dict:
+    """One earlier run of a resumed job: its hold of GPUs and how it ended."""
+    return {
+        "started_at": iso(attempt.get("started_at")),
+        "finished_at": iso(attempt.get("finished_at")),
+        "gpus_released_at": iso(attempt.get("released_at")),
+        "gpus": attempt.get("granted") or [],
+        "state": attempt.get("state"),
+        "reason": attempt.get("reason") or "",
     }
 
 
@@ -80,6 +100,7 @@ def request_view(job: Mapping[str, Any]) -> dict:
         "expected_runtime_s": job["expected_runtime_s"],
         "deadline": iso(job["deadline"]),
         "after": job.get("after_jobs") or [],
+        "checkpoint": bool((job.get("spec") or {}).get("checkpoint")),
     }
 
 

@@ -20,6 +20,7 @@ _JSON: dict[str, Any] = {
     "spec": {},
     "result": {},
     "after_jobs": [],
+    "attempts": [],
 }  # columns stored as JSON, and their empty value
 
 
@@ -50,6 +51,7 @@ class JobRecord(Mapping[str, Any]):
     spec: dict = field(default_factory=dict)
     result: dict = field(default_factory=dict)
     after_jobs: list[str] = field(default_factory=list)
+    attempts: list[dict] = field(default_factory=list)  # a resumed job's earlier runs (meter.attempt)
     seq: int | None = None  # with a read of ended jobs: the transition that ended it
 
     @classmethod

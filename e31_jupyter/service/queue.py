@@ -1,5 +1,5 @@
 """The queue: what users ask of it. Submit (and check a submit first), resubmit, change a queued
-job's request, cancel, delete an ended job's files.
+job's request, cancel, resume a failed job from its checkpoint, delete an ended job's files.
 
 A job either exists whole (its folder and its record) or not at all. The scheduler
 (``scheduler.py``, or ``cluster_scheduler.py`` for a cluster) decides when it starts and follows
@@ -25,7 +25,7 @@ from e31_jupyter.execution import accounts
 from e31_jupyter.execution.accounts import Account
 from e31_jupyter.execution.backends import CLUSTER_BACKENDS, ClusterBackend, ProcessBackend
 from e31_jupyter.execution.jobdir import JobDir, write_json_atomic
-from e31_jupyter.service import api_json, datadir
+from e31_jupyter.service import api_json, datadir, resumption
 from e31_jupyter.service.admission import Admission, Caller, Revision
 from e31_jupyter.service.cluster_scheduler import ClusterScheduler
 from e31_jupyter.service.job_files import JobFiles
@@ -38,10 +38,12 @@ from e31_jupyter.service.staging import Staging, body_again
 from e31_jupyter.service.store import Store
 
 CHECK_ID = "(checked)"  # the id a checked job has in the line it is checked against; no job's id
+# What a resume may change of the job's request.
+RESUME_CHANGES = ("gpus", "max_runtime", "expected_runtime", "deadline")
 # What a resubmit may change; the rest comes from the earlier job.
 RESUBMIT_CHANGES = frozenset({
     "gpus", "max_runtime", "expected_runtime", "deadline", "name", "team", "parameters", "outputs", "reports",
-    "after", "kernel",
+    "after", "kernel", "checkpoint",
 })  # fmt: skip
 
 
@@ -66,6 +68,7 @@ class Queue:
         datadir.private_folder(jobs_root, mode)
         datadir.private_folder(self.inbox, mode)
         self.files = JobFiles(jobs_root, self.store, clock)
+        self.backend_name = backend_name
         self.scheduler: Scheduler = (
             ClusterScheduler(self.store, self.files, cast(ClusterBackend, backend), settings, clock, self.data_dir)
             if cluster
@@ -219,6 +222,62 @@ class Queue:
             self.scheduler.request_changed(self.store.job(job_id), after_changed="after_jobs" in revision.fields)
         described = self.views.describe(self.store.job(job_id))
         return {**described, "changed": revision.changed, "warnings": revision.warnings}
+
+    async def resume(self, caller: Caller, job_id: str, changes: dict) -> dict:
+        """Put a failed job (out of time, lost, a cell raised) back in line to continue from its
+        last checkpoint, with ``changes`` (RESUME_CHANGES) to its request. It keeps its id, its
+        files, its history and its meter: the run that ended becomes one of its attempts."""
+        job = self.views.visible_job(caller, job_id)
+        jobdir, after = self._resumable(job, changes)
+        now = self.clock()
+        revision = self.admission.revise(caller, job, changes, now) if changes else None
+        fields = dict(revision.fields) if revision else {}
+        warnings = list(revision.warnings) if revision else []
+        if "deadline" not in changes and job.deadline is not None and job.deadline <= now:
+            fields["deadline"] = None
+            warnings.append("its deadline had passed: it is resumed without one (give --deadline for another)")
+        reason = f"resumed by {caller.name} from its checkpoint after {after}"
+        if not resumption.back_in_line(self.store, jobdir, job, reason, now, Cause.USER, {}, **fields):
+            raise Conflict(f"Job {job_id} changed while it was being resumed; look at it again (e31 status {job_id}).")
+        if revision is not None:
+            self._revise_spec_file(job_id, revision)
+        await self.scheduler.submitted(self.store.job(job_id))
+        described = self.views.describe(self.store.job(job_id))
+        return {**described, "changed": revision.changed if revision else [], "warnings": warnings}
+
+    def _resumable(self, job: JobRecord, changes: dict) -> tuple[JobDir, str]:
+        """The folder of a job that may be resumed, and the words for the cell its checkpoint
+        follows; Conflict (or InvalidRequest) saying why not and what to do instead."""
+        unknown = sorted(set(changes) - set(RESUME_CHANGES)) if isinstance(changes, dict) else []
+        if not isinstance(changes, dict) or unknown:
+            raise InvalidRequest(
+                f"A resume may change only {', '.join(RESUME_CHANGES)} of the job's request"
+                + (f", not {', '.join(unknown)}" if unknown else "")
+                + ". To change more, resubmit it (e31 resubmit)."
+            )
+        if job.state != JobState.FAILED:
+            raise Conflict(
+                f"Job {job.id} is {job.state}; only a job that failed (out of time, lost, or a cell raised) "
+                f"can be resumed. To run it again from the top: e31 resubmit {job.id}."
+            )
+        if self.backend_name in CLUSTER_BACKENDS:
+            raise Conflict(
+                f"Job {job.id} ran on {self.backend_name}, and this version resumes only jobs of the "
+                f"local and docker backends. Start it over: e31 resubmit {job.id}."
+            )
+        jobdir = self.files.readable(job)
+        after = resumption.checkpoint_words(jobdir)
+        if after is None:
+            asked = (
+                "it was not asked for one (--checkpoint)"
+                if not job.spec.get("checkpoint")
+                else ("it ended before its first cell finished")
+            )
+            raise Conflict(
+                f"Job {job.id} has no checkpoint to resume from: {asked}. "
+                f"Start it over from the top: e31 resubmit {job.id}."
+            )
+        return jobdir, after
 
     async def delete_files(self, caller: Caller, job_id: str) -> dict:
         """Delete an ended job's files (its notebook, data, values, outputs, reports and log) to

@@ -34,6 +34,7 @@ from e31_jupyter.execution import accounts
 from e31_jupyter.execution import gpus as gpu_inventory
 from e31_jupyter.execution.accounts import Account
 from e31_jupyter.execution.backends import ProcessBackend
+from e31_jupyter.service import resumption
 from e31_jupyter.service.admission import Revision
 from e31_jupyter.service.job_files import JobFiles, Retention
 from e31_jupyter.service.job_record import JobRecord
@@ -408,6 +409,10 @@ class LocalScheduler:
             manifest = jobdir.read_json(jobdir.manifest)
             started_at = job.started_at or self.clock()  # a running job has started_at
             ended_at = (manifest or {}).get("finished_at") or jobdir.last_sign_of_life() or started_at
+            if manifest is None and resumption.after_loss(self.store, jobdir, job, ended_at, self.clock()):
+                self.backend.clean_up(job.id, accounts.runs_as_or_none(job.owner, self.settings.jobs_run_as))
+                self.line.rejoin(self.store.job(job.id))
+                continue
             self._finish(job.id, None, max(ended_at, started_at))
 
     def _start_again(self, job: JobRecord) -> None:

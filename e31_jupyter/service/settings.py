@@ -25,3 +25,5 @@ class Settings:
     many_users: bool = False  # callers are several people (the system scheduler, or a multi-user identity provider)
     jobs_run_as: str = "submitter"  # whose account a job runs as: its submitter's, or the server's
     job_env: list[str] = field(default_factory=list)  # c.E31.job_env: more variables for every job
+    checkpoint_default: bool = False  # c.E31.checkpoint_default: a job's checkpoint when it does not say
+    checkpoint_share: float = 0.05  # c.E31.checkpoint_share: what a checkpoint may cost of the run since the last

@@ -244,6 +244,7 @@ def body_again(jobdir: JobDir, spec: dict) -> dict:
         "team": spec.get("team") or None,
         "outputs": spec.get("outputs") or [],
         "kernel": spec["kernel"],  # what it ran on, named with --kernel or by its notebook
+        "checkpoint": spec.get("checkpoint", False),
     }  # fmt: skip
     if spec.get("reports") is not None:
         body["reports"] = spec["reports"]

@@ -45,7 +45,8 @@ CREATE TABLE IF NOT EXISTS jobs (
     node TEXT,  -- the cluster node a job runs on
     spec TEXT NOT NULL DEFAULT '{}',  -- what the job declared (its notebook, parameters, outputs)
     result TEXT NOT NULL DEFAULT '{}',  -- what it handed back, in short (files, values, progress)
-    after_jobs TEXT NOT NULL DEFAULT '[]'  -- jobs it runs after (dependencies.py)
+    after_jobs TEXT NOT NULL DEFAULT '[]',  -- jobs it runs after (dependencies.py)
+    attempts TEXT NOT NULL DEFAULT '[]'  -- a resumed job's earlier runs: their holds and ends (meter.py)
 );
 CREATE INDEX IF NOT EXISTS jobs_by_state ON jobs(state, submitted_at, id);
 CREATE INDEX IF NOT EXISTS jobs_submitted ON jobs(submitted_at, id);
@@ -66,7 +67,7 @@ CREATE INDEX IF NOT EXISTS transitions_job ON transitions(job_id, seq);
 
 log = logging.getLogger("e31")
 
-_JSON_COLUMNS = ("granted", "spec", "result", "after_jobs")
+_JSON_COLUMNS = ("granted", "spec", "result", "after_jobs", "attempts")
 REQUEST_COLUMNS = (
     "id", "owner", "team", "gpus_requested", "max_runtime_s", "expected_runtime_s",
     "max_runtime_given", "deadline", "submitted_at", "after_jobs",
@@ -77,11 +78,13 @@ _ADDED_COLUMNS = (
     ("jobs", "stop_by", "TEXT NOT NULL DEFAULT ''"),
     ("transitions", "cause", "TEXT NOT NULL DEFAULT ''"),
     ("jobs", "released_at", "REAL"),
+    ("jobs", "attempts", "TEXT NOT NULL DEFAULT '[]'"),
 )
 # What scheduling, the meter and the pool need of a job: no spec or result to decode.
 BRIEF_COLUMNS = (
     "id", "owner", "name", "team", "state", "gpus_requested", "max_runtime_s", "expected_runtime_s",
     "max_runtime_given", "deadline", "submitted_at", "started_at", "finished_at", "released_at", "granted",
+    "attempts",
 )  # fmt: skip
 
 
@@ -401,12 +404,12 @@ class Store:
 
     def held_between(self, since: float, until: float) -> list[JobRecord]:
         """Jobs whose GPU hold overlaps [since, until] (BRIEF_COLUMNS): what the meter charges
-        in that window."""
+        in that window. Resumed jobs come too: one of their earlier holds may overlap it."""
         with self._lock:
             rows = self._db.execute(
-                f"SELECT {', '.join(BRIEF_COLUMNS)} FROM jobs WHERE started_at IS NOT NULL"
+                f"SELECT {', '.join(BRIEF_COLUMNS)} FROM jobs WHERE attempts != '[]' OR (started_at IS NOT NULL"
                 " AND started_at < ? AND (COALESCE(released_at, finished_at) IS NULL"
-                " OR COALESCE(released_at, finished_at) > ?)",
+                " OR COALESCE(released_at, finished_at) > ?))",
                 (until, since),
             )
             return [JobRecord.from_row(r) for r in rows]

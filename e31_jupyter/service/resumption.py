@@ -1,0 +1,54 @@
+"""A job back in line to continue from its checkpoint (``--checkpoint``): resumed by a person
+after it failed (``Queue.resume``), or by a restarted server when its process was lost while no
+server watched (``LocalScheduler``). Either way it keeps its id, files and history; the run that
+ended becomes one of its ``attempts`` (the meter counts them all), and its folder is made ready
+for the next run, which loads the checkpoint and goes on with the cell after it.
+"""
+
+from __future__ import annotations
+
+from e31_jupyter.core import meter
+from e31_jupyter.core.cell_words import cell_words
+from e31_jupyter.core.states import Cause, JobState
+from e31_jupyter.execution.jobdir import JobDir
+from e31_jupyter.notebook import checkpoint
+from e31_jupyter.service.job_record import JobRecord
+from e31_jupyter.service.store import Store
+
+
+def checkpoint_words(jobdir: JobDir) -> str | None:
+    """The words for the cell the job's checkpoint follows ("cell 2 ('b = a + 1')"); None when
+    it has no checkpoint."""
+    info = checkpoint.read_info(jobdir.checkpoint)
+    if info is None:
+        return None
+    cells = (jobdir.read_json(jobdir.executed_notebook) or {}).get("cells") or []
+    return cell_words(cells, info.after_cell)
+
+
+def back_in_line(
+    store: Store, jobdir: JobDir, job: JobRecord, reason: str, now: float, cause: Cause, ended: dict, **fields
+) -> bool:
+    """Record ``job`` queued again, to resume from its checkpoint; ``ended`` is how its run
+    ended where the record does not say it yet (a lost run's ``finished_at``, ``state`` and
+    ``reason``). False when the job was no longer where it was expected."""
+    jobdir.start_again()
+    attempt = meter.attempt({**job, **ended})
+    return store.transition(
+        job.id, (job.state,), JobState.QUEUED, reason, now, cause=cause, attempts=[*job.attempts, attempt],
+        started_at=None, released_at=None, finished_at=None, granted=[], handle=None, result={},
+        stop_requested="", stop_by="", **fields,
+    )  # fmt: skip
+
+
+def after_loss(store: Store, jobdir: JobDir, job: JobRecord, lost_at: float, now: float) -> bool:
+    """A running job whose process a restarted server found gone, without a result: back in line
+    from its checkpoint, if it has one and was not being stopped. False: it has none (it fails
+    as lost)."""
+    words = checkpoint_words(jobdir)
+    if words is None or job.stop_requested is not None:
+        return False
+    lost = "lost: its process ended while no server watched, without writing a result"
+    reason = f"{lost}; back in line to resume from its checkpoint after {words}"
+    ended = {"finished_at": max(lost_at, job.started_at or lost_at), "state": JobState.FAILED, "reason": lost}
+    return back_in_line(store, jobdir, job, reason, now, Cause.RESTART, ended)

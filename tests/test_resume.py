@@ -1,0 +1,130 @@
+"""Resume: a job that took checkpoints (--checkpoint) and failed continues from its last finished
+cell, keeping its id, files, history and meter. A real server, real kernels and papermill."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+
+import nbformat
+import pytest
+import requests
+from support import held_s, ts, wait_for, wait_state, write_notebook
+
+from e31_jupyter.client import E31Client
+from e31_jupyter.core import meter
+
+# Each cell notes that it ran in a file outside the job; the third outlasts the first run's limit.
+CELLS = (
+    "import pathlib\nruns = pathlib.Path({runs!r})\nruns.open('a').write('c1\\n')\na = 41\nprint('a is', a)",
+    "import time\nruns.open('a').write('c2\\n')\nb = a + 1\nlog = open('kept-open.txt', 'w')\ntime.sleep(1)",
+    "import time\nruns.open('a').write('c3\\n')\ntime.sleep(10)",
+    "runs.open('a').write('c4\\n')\nassert b == 42\nprint('b is', b)",
+)
+
+
+def _notebook(tmp_path):
+    runs = tmp_path / "runs.txt"
+    return write_notebook(tmp_path / "long.ipynb", *(cell.format(runs=str(runs)) for cell in CELLS)), runs
+
+
+def test_a_job_out_of_time_resumes_from_its_last_finished_cell_with_more_time(start_server, tmp_path):
+    # Half of the run since the last checkpoint may go to the next one: after the second cell's
+    # 1 s, its save is taken however loaded the machine (the default's 5% might not be).
+    server = start_server(extra_args=["--E31.checkpoint_share=0.5"])
+    client = E31Client(server.url, server.token)
+    notebook, runs = _notebook(tmp_path)
+    job = client.submit(path=str(notebook), gpus=1, max_runtime=7, checkpoint=True)
+    first = wait_state(client, job["id"], "failed", "succeeded")
+    assert first["reason"].startswith("timeout"), first["reason"]
+    assert first["last_checkpoint"]["after_cell"] == 1  # cells 1 and 2 (0-based 0 and 1) finished
+    assert first["last_checkpoint"]["cannot_save"].keys() == {"log"}  # an open file, named, not dropped
+    assert "not saved: log (an open file" in client.log_tail(job["id"], 100)
+
+    resumed = client.resume(job["id"], max_runtime=60)
+    assert resumed["state"] in ("queued", "running") and resumed["id"] == job["id"]  # the GPU is free
+    back_in_line = [t for t in client.job(job["id"])["transitions"] if t["from"] == "failed"]
+    assert "resumed by" in back_in_line[0]["reason"] and "cell 2" in back_in_line[0]["reason"]
+    assert any("max_runtime" in change for change in resumed["changed"]), resumed["changed"]
+    done = wait_state(client, job["id"], "succeeded", "failed")
+    assert done["state"] == "succeeded", done["reason"]
+
+    # The cells before the long one ran once; the long one twice (stopped, then run again).
+    assert runs.read_text().split() == ["c1", "c2", "c3", "c3", "c4"]
+    executed = nbformat.reads(json.dumps(client.notebook(job["id"])), as_version=4)
+    assert "a is 41" in executed.cells[0].outputs[0]["text"]  # the first run's output, kept
+    assert "b is 42" in executed.cells[3].outputs[0]["text"]
+    # One attempt before this one; the meter is the sum of both holds.
+    [attempt] = done["attempts"]
+    assert attempt["state"] == "failed" and attempt["reason"].startswith("timeout")
+    earlier = {"started_at": ts(attempt["started_at"]), "released_at": ts(attempt["gpus_released_at"]),
+               "finished_at": ts(attempt["finished_at"]), "granted": attempt["gpus"]}  # fmt: skip
+    assert done["meter"]["gpu_seconds"] == pytest.approx(meter.gpu_seconds(earlier, 0) + held_s(done), abs=0.01)
+    assert done["meter"]["gpu_seconds"] > 7 + 10  # the first run's 7 s, and the long cell's 10 s again
+    history = [t["to"] for t in client.job(job["id"])["transitions"]]
+    assert history == ["queued", "running", "failed", "queued", "running", "succeeded"]
+    status = _e31(server, "status", job["id"]).stdout
+    assert "attempt:   1: " in status and "failed: timeout" in status
+    assert "resumes:   after cell 3 (checkpoint of" in status, status  # the last one, before the last cell
+
+
+def test_a_job_without_a_checkpoint_is_refused_with_the_resubmit_that_starts_it_over(client, server, tmp_path):
+    notebook, _ = _notebook(tmp_path)
+    job = wait_state(client, client.submit(path=str(notebook), max_runtime=3)["id"], "failed")
+    answer = requests.post(
+        f"{server.url}/e31/api/jobs/{job['id']}/resume", headers={"Authorization": f"token {server.token}"}, json={}
+    )
+    assert answer.status_code == 409
+    message = answer.json()["message"]
+    assert "no checkpoint" in message and "--checkpoint" in message and f"e31 resubmit {job['id']}" in message
+    assert client.job(job["id"])["state"] == "failed"  # nothing changed
+
+    cli = _e31(server, "resume", job["id"])
+    assert cli.returncode != 0 and "no checkpoint" in cli.stderr
+
+
+def test_only_a_failed_job_resumes_and_only_its_request_changes(client, tmp_path):
+    notebook = write_notebook(tmp_path / "quick.ipynb", "x = 1")
+    job = wait_state(client, client.submit(path=str(notebook), checkpoint=True)["id"], "succeeded")
+    with pytest.raises(Exception, match="only a job that failed"):
+        client.resume(job["id"])
+    with pytest.raises(Exception, match="not parameters"):
+        client.resume(job["id"], parameters={"x": 2})
+
+
+def _e31(server, *argv: str) -> subprocess.CompletedProcess:
+    """The e31 command, talking to ``server``."""
+    environment = {"E31_URL": server.url, "E31_TOKEN": server.token, "PATH": "/usr/bin:/bin"}
+    return subprocess.run(
+        [sys.executable, "-m", "e31_jupyter.cli", *argv], env=environment, capture_output=True, text=True
+    )
+
+
+def test_a_job_lost_while_its_server_was_down_resumes_from_its_checkpoint_by_itself(start_server, tmp_path):
+    """The server and the job's worker are SIGKILLed in the third cell; the restarted server puts
+    the job back in line from its checkpoint, unasked. Only the cell that was lost runs again."""
+    first = start_server(extra_args=["--E31.checkpoint_share=0.5"])
+    client = E31Client(first.url, first.token)
+    runs = tmp_path / "runs.txt"
+    cells = [cell.format(runs=str(runs)) for cell in CELLS]
+    notebook = write_notebook(tmp_path / "lost.ipynb", *cells[:2], cells[2].replace("sleep(10)", "sleep(4)"), cells[3])
+    job = client.submit(path=str(notebook), gpus=1, checkpoint=True)
+    wait_for(lambda: "c3" in (runs.read_text() if runs.exists() else ""), timeout=90, what="the third cell")
+    first.kill()
+    with sqlite3.connect(first.data_dir / "e31.sqlite") as db:
+        handle = json.loads(db.execute("SELECT handle FROM jobs WHERE id = ?", (job["id"],)).fetchone()[0])
+    os.kill(handle["pid"], signal.SIGKILL)  # the worker dies while no server watches; its kernel is orphaned
+
+    second = start_server(extra_args=["--E31.checkpoint_share=0.5"])
+    client = E31Client(second.url, second.token)
+    done = wait_state(client, job["id"], "succeeded", "failed")
+    assert done["state"] == "succeeded", done["reason"]
+    assert runs.read_text().split() == ["c1", "c2", "c3", "c3", "c4"]
+    [attempt] = done["attempts"]
+    assert attempt["state"] == "failed" and attempt["reason"].startswith("lost")
+    back = [t for t in client.job(job["id"])["transitions"] if t["from"] == "running" and t["to"] == "queued"]
+    assert len(back) == 1 and "resume from its checkpoint after cell 2" in back[0]["reason"]
