@@ -121,7 +121,7 @@ class E31Client:
     def submit(self, **body) -> dict:
         """Submit a job (see the API's submit body); returns the job plus ``warnings``. The jobs
         of ``after`` may be named as ``resolve`` takes them."""
-        return self._json("POST", "jobs", json=self._handed_over(_after_resolved(self, body)))
+        return self._json("POST", "jobs", json=_handed_over(self, _after_resolved(self, body)))
 
     def resubmit(self, job_id: str, **changes) -> dict:
         """Run an earlier job's notebook again as a new job, its request changed by ``changes``
@@ -135,16 +135,7 @@ class E31Client:
     def check(self, **body) -> dict:
         """What submitting ``body`` would give (place in line, expected start, ``warnings``),
         with nothing submitted; raises what a submit would refuse."""
-        return self._json("POST", "check", json=self._handed_over(_after_resolved(self, body)))
-
-    def _handed_over(self, body: dict) -> dict:
-        """The body as this user hands it to a system scheduler, which reads no file for anyone
-        (handover.py); as it is for a Jupyter server, which reads them itself."""
-        if not self.url.startswith(UNIX_SCHEME):
-            return body
-        from e31_jupyter.service.handover import hand_over
-
-        return hand_over(body, Path.cwd(), Path(self.info()["inbox"]))
+        return self._json("POST", "check", json=_handed_over(self, _after_resolved(self, body)))
 
     def jobs(
         self,
@@ -206,6 +197,10 @@ class E31Client:
         for none); returns the job, with ``changed`` (what did, as people read it) and
         ``warnings``."""
         return self._json("PATCH", f"jobs/{quote(job_id)}", json=_after_resolved(self, changes))
+
+    def suspend(self, job_id: str) -> dict:
+        """Stop a running job at its cell's end, with a checkpoint; it waits until resumed."""
+        return self._json("POST", f"jobs/{quote(job_id)}/suspend")
 
     def resume(self, job_id: str, **changes) -> dict:
         """Put a failed job back in line from its last checkpoint (``changes``: gpus,
@@ -458,3 +453,13 @@ def _after_resolved(client: E31Client, body: dict) -> dict:
         return body
     refs = [after] if isinstance(after, str) else after
     return {**body, "after": [client.resolve(ref) if isinstance(ref, str) else ref for ref in refs]}
+
+
+def _handed_over(client: E31Client, body: dict) -> dict:
+    """The body as this user hands it to a system scheduler, which reads no file for anyone
+    (handover.py); as it is for a Jupyter server, which reads them itself."""
+    if not client.url.startswith(UNIX_SCHEME):
+        return body
+    from e31_jupyter.service.handover import hand_over
+
+    return hand_over(body, Path.cwd(), Path(client.info()["inbox"]))

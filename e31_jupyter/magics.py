@@ -49,7 +49,7 @@ from e31_jupyter.notebook.job_notebook import (
 HIDDEN = {"In", "Out", "get_ipython", "exit", "quit"}  # IPython's own names, never captured
 VALUES_FOLDER = "e31-values"  # in a job's outputs folder: the files its collected values are mapped from
 LINE_COMMANDS = (
-    "submit-notebook", "resubmit", "resume", "update", "jobs", "status", "logs", "cancel", "wait", "collect",
+    "submit-notebook", "resubmit", "suspend", "resume", "update", "jobs", "status", "logs", "cancel", "wait", "collect",
     "delete",
 )  # fmt: skip
 USAGE = (

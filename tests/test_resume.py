@@ -9,6 +9,7 @@ import signal
 import sqlite3
 import subprocess
 import sys
+import time
 
 import nbformat
 import pytest
@@ -90,7 +91,7 @@ def test_a_job_without_a_checkpoint_is_refused_with_the_resubmit_that_starts_it_
 def test_only_a_failed_job_resumes_and_only_its_request_changes(client, tmp_path):
     notebook = write_notebook(tmp_path / "quick.ipynb", "x = 1")
     job = wait_state(client, client.submit(path=str(notebook), checkpoint=True)["id"], "succeeded")
-    with pytest.raises(Exception, match="only a job that failed"):
+    with pytest.raises(Exception, match="only a job that was suspended, or that failed"):
         client.resume(job["id"])
     with pytest.raises(Exception, match="not parameters"):
         client.resume(job["id"], parameters={"x": 2})
@@ -128,3 +129,49 @@ def test_a_job_lost_while_its_server_was_down_resumes_from_its_checkpoint_by_its
     assert attempt["state"] == "failed" and attempt["reason"].startswith("lost")
     back = [t for t in client.job(job["id"])["transitions"] if t["from"] == "running" and t["to"] == "queued"]
     assert len(back) == 1 and "resume from its checkpoint after cell 2" in back[0]["reason"]
+
+
+SUSPENDED_CELLS = (
+    "import pathlib\nruns = pathlib.Path({runs!r})\nruns.open('a').write('c1\\n')\na = 41",
+    "import time\nruns.open('a').write('c2\\n')\ntime.sleep(3)",
+    "runs.open('a').write('c3\\n')\nb = a + 1",
+    "runs.open('a').write('c4\\n')\nprint('b is', b)",
+)
+
+
+def test_a_suspended_job_ends_its_cell_gives_its_gpus_back_and_resumes_after_it(start_server, tmp_path):
+    server = start_server()  # c.E31.suspend_grace (60 s) leaves the running cell time to end
+    client = E31Client(server.url, server.token)
+    runs = tmp_path / "runs.txt"
+    notebook = write_notebook(tmp_path / "paused.ipynb", *(c.format(runs=str(runs)) for c in SUSPENDED_CELLS))
+    job = client.submit(path=str(notebook), gpus=1, checkpoint=True)
+    wait_for(lambda: "c2" in (runs.read_text() if runs.exists() else ""), timeout=90, what="the second cell")
+    asked = _e31(server, "suspend", job["id"])
+    assert asked.returncode == 0 and "suspending: asked by" in asked.stdout, asked.stderr
+
+    paused = wait_state(client, job["id"], "suspended", "failed", "succeeded", "cancelled")
+    assert paused["state"] == "suspended", paused["reason"]
+    assert paused["reason"].startswith("suspended by") and "checkpoint after cell 2" in paused["reason"]
+    assert runs.read_text().split() == ["c1", "c2"]  # the running cell ended; the next did not start
+    assert client.gpus()["free"] == 2
+    held = paused["meter"]["gpu_seconds"]
+    assert held == pytest.approx(held_s(paused), abs=0.01)
+    time.sleep(1)
+    assert client.job(job["id"])["meter"]["gpu_seconds"] == held  # suspended: the meter stands
+
+    client.resume(job["id"])
+    done = wait_state(client, job["id"], "succeeded", "failed")
+    assert done["state"] == "succeeded", done["reason"]
+    assert runs.read_text().split() == ["c1", "c2", "c3", "c4"]  # each cell once
+    [attempt] = done["attempts"]
+    assert attempt["state"] == "suspended"
+    assert done["meter"]["gpu_seconds"] == pytest.approx(held + held_s(done), abs=0.01)
+
+
+def test_a_job_without_checkpoints_is_not_suspended(client, tmp_path):
+    notebook = write_notebook(tmp_path / "plain.ipynb", "import time\ntime.sleep(30)")
+    job = wait_state(client, client.submit(path=str(notebook), gpus=1)["id"], "running")
+    with pytest.raises(Exception, match="takes no checkpoints"):
+        client.suspend(job["id"])
+    assert client.job(job["id"])["state"] == "running"
+    client.cancel(job["id"])

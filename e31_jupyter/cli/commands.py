@@ -209,6 +209,16 @@ def cmd_update(client: E31Client, args) -> int:
     return _each(client, args.job, update)
 
 
+def cmd_suspend(client: E31Client, args) -> int:
+    """Suspend each running job named (all named first); one that cannot be does not stop the others."""
+
+    def suspend(job_id: str) -> None:
+        job = client.suspend(job_id)
+        print(f"{job['id']}  {describe(job)}")
+
+    return _each(client, args.job, suspend)
+
+
 def cmd_resume(client: E31Client, args) -> int:
     """Put a failed job back in line from its last checkpoint."""
     job = client.resume(client.resolve(args.job), **resume_changes(args))

@@ -32,7 +32,7 @@ def describe(job: dict) -> str:
         details = [f"position {job['queue_position']}"] if job.get("queue_position") else []
         details += format_outlook(job)
         return f"queued ({', '.join(details)})" if details else JobState.QUEUED.value
-    if state == JobState.RUNNING and reason and reason.startswith("cancelling"):
+    if state == JobState.RUNNING and reason and reason.startswith(("cancelling", "suspending")):
         return reason
     if state == JobState.RUNNING:
         text = "running on GPU " + ",".join(job["gpus"]) if job.get("gpus") else JobState.RUNNING.value

@@ -18,6 +18,7 @@ from e31_jupyter.cli.commands import (
     cmd_resume,
     cmd_status,
     cmd_submit,
+    cmd_suspend,
     cmd_update,
     cmd_wait,
 )
@@ -76,6 +77,13 @@ def build_parser() -> argparse.ArgumentParser:
     update.add_argument("job", metavar="JOB", nargs="+", help=JOB_HELP + " (several: each of them)")
     request_options.add(update, request_options.UPDATE_OPTIONS, request_options.UPDATE)
     json_flag(update)
+
+    suspend = command(
+        "suspend", cmd_suspend,
+        "stop running jobs at the end of their running cell (within c.E31.suspend_grace), with a checkpoint, and "
+        "give their GPUs back; each waits, suspended, until `e31 resume` (jobs submitted with --checkpoint)",
+    )  # fmt: skip
+    suspend.add_argument("job", metavar="JOB", nargs="+", help=JOB_HELP + " (several: each of them)")
 
     resume = command(
         "resume", cmd_resume,

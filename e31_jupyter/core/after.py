@@ -17,7 +17,9 @@ from e31_jupyter.core.states import FINAL_STATES, JobState
 
 MAX_AFTER = 100  # jobs one job may wait for
 SUCCEEDED = JobState.SUCCEEDED.value
-ENDED_OTHERWISE = tuple(state for state in FINAL_STATES if state != SUCCEEDED)
+# A suspended job is to be resumed: the jobs after it wait on. One that failed may be resumed too,
+# but nothing says it will be: they expire, as they always did.
+ENDED_OTHERWISE = tuple(state for state in FINAL_STATES if state not in (SUCCEEDED, JobState.SUSPENDED))
 
 
 @dataclass

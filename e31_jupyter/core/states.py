@@ -4,7 +4,7 @@ running job was asked to stop.
     queued ──(scheduler)──> running ──(process end)──> succeeded | failed | cancelled
       │ ▲ ▲                   ├──(restart: started again, never having run)──> running
       │ │ └──(restart: its process lost; it has a checkpoint)──┘
-      │ └────(user: resumed from its checkpoint)──── failed
+      │ └────(user: resumed from its checkpoint)──── failed | suspended <──(process end, as asked)── running
       ├──(user: request changed)──> queued
       ├──(user)──> cancelled
       └──(scheduler)──> expired
@@ -28,6 +28,7 @@ class JobState(str, Enum):
     FAILED = "failed"
     CANCELLED = "cancelled"
     EXPIRED = "expired"
+    SUSPENDED = "suspended"  # stopped at a cell's end with a checkpoint; out of line until resumed
 
     def __str__(self) -> str:
         return self.value
@@ -55,10 +56,11 @@ class StopRequest(str, Enum):
 
     CANCEL = "cancel"
     TIMEOUT = "timeout"
+    SUSPEND = "suspend"  # finish the cell, save a checkpoint, give the GPUs back (e31 suspend)
 
 
 Q, R = JobState.QUEUED, JobState.RUNNING
-S, F, C, X = JobState.SUCCEEDED, JobState.FAILED, JobState.CANCELLED, JobState.EXPIRED
+S, F, C, X, P = JobState.SUCCEEDED, JobState.FAILED, JobState.CANCELLED, JobState.EXPIRED, JobState.SUSPENDED
 USER, SCHEDULER, PROCESS_END, RESTART = Cause.USER, Cause.SCHEDULER, Cause.PROCESS_END, Cause.RESTART
 
 # (from, to) -> the causes that may make that move.
@@ -74,15 +76,20 @@ TRANSITIONS: dict[tuple[JobState, JobState], frozenset[Cause]] = {
     (R, S): frozenset({PROCESS_END}),
     (R, F): frozenset({PROCESS_END}),
     (R, C): frozenset({PROCESS_END}),  # its process ended after the stop a user asked for
+    (R, P): frozenset({PROCESS_END}),  # it stopped at a cell's end, as asked (e31 suspend), its checkpoint saved
+    (P, Q): frozenset({USER}),  # resumed (e31 resume): back in line, to go on from its checkpoint
+    (P, C): frozenset({USER}),  # cancelled while suspended: it will not be resumed
     (F, Q): frozenset({USER}),  # resumed from its checkpoint (e31 resume): back in line, same id
     (S, S): frozenset({USER}),  # its files were deleted; its state stays
     (F, F): frozenset({USER}),
     (C, C): frozenset({USER}),
     (X, X): frozenset({USER}),
+    (P, P): frozenset({USER}),
 }
 
 FINAL_STATES: tuple[JobState, ...] = tuple(s for s in JobState if s.is_final)
 ACTIVE_STATES: tuple[JobState, ...] = (Q, R)
+RESUMABLE: tuple[JobState, ...] = (F, P)  # the states a job with a checkpoint may be resumed from
 
 
 class InvalidTransition(E31Error):

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import ast
 import json
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -28,10 +29,22 @@ class CheckpointFailed(Exception):
     """The kernel could not load the checkpoint the job was to resume from."""
 
 
+class Suspended(Exception):
+    """The job stopped at a cell's end, as asked, its checkpoint saved (or why not)."""
+
+
 class Checkpoints:
     """A job's checkpoints: whether to take them, and the one to resume from."""
 
-    def __init__(self, folder: Path, take: bool, resume: bool, earlier_cells: list | None = None, share: float = 0.05):
+    def __init__(
+        self,
+        folder: Path,
+        take: bool,
+        resume: bool,
+        earlier_cells: list | None = None,
+        share: float = 0.05,
+        suspend_asked: threading.Event | None = None,
+    ):
         self.folder = folder
         self.take = take
         self.share = share  # the most of the run since the last checkpoint that one may cost
@@ -39,6 +52,7 @@ class Checkpoints:
         self.earlier_cells = earlier_cells or []  # the earlier run's cells, with their outputs
         self.after_cell: int | None = None  # the cell the loaded checkpoint follows
         self.started = time.monotonic()
+        self.suspend_asked = suspend_asked or threading.Event()  # set by the worker's SIGUSR1 handler
 
     def call(self, function: str, *arguments) -> str:
         """The code that calls ``function(globals(), folder, *arguments)`` in the kernel's
@@ -67,8 +81,11 @@ def job_engine(progress, checkpoints: Checkpoints | None):
             for index in range(first, len(self.nb.cells)):
                 if not self._run_cell(index):
                     break
-                if checkpoints is not None and checkpoints.take and index < len(self.nb.cells) - 1:
-                    self._checkpoint(index)  # (after the last cell there is nothing left to resume)
+                last = index == len(self.nb.cells) - 1  # after it there is nothing left to resume
+                if checkpoints is not None and checkpoints.suspend_asked.is_set() and not last:
+                    raise Suspended(self._checkpoint(index, force=True))
+                if checkpoints is not None and checkpoints.take and not last:
+                    self._checkpoint(index)
 
         def _run_cell(self, index: int) -> bool:
             """papermill's own loop, one cell at a time; False once a cell raised."""
@@ -104,15 +121,21 @@ def job_engine(progress, checkpoints: Checkpoints | None):
             print(f"e31: resumed from the checkpoint after cell {after + 1}: {done.get('words', '')}", flush=True)
             return after + 1
 
-        def _checkpoint(self, index: int) -> None:
+        def _checkpoint(self, index: int, force: bool = False) -> str:
+            """Ask the kernel to checkpoint after cell ``index`` (``force``: whatever it costs);
+            what it did, in words."""
             assert checkpoints is not None
             run_seconds = time.monotonic() - checkpoints.started
-            done = self._ask(checkpoints.call("at_cell_end", index, run_seconds, checkpoints.share))
+            done = self._ask(checkpoints.call("at_cell_end", index, run_seconds, checkpoints.share, force))
             if done.get("error"):
-                print(f"e31: no checkpoint after cell {index + 1}: {done['error']}", flush=True)
+                words = f"no checkpoint after cell {index + 1}: {done['error']}"
             elif done.get("saved"):
                 progress.write(checkpoint=done["checkpoint"])
-                print(f"e31: checkpoint after cell {index + 1}: {done.get('words', '')}", flush=True)
+                words = f"checkpoint after cell {index + 1}: {done.get('words', '')}"
+            else:
+                return f"no checkpoint after cell {index + 1}: {done.get('why', '')}"
+            print(f"e31: {words}", flush=True)
+            return words
 
         def _ask(self, code: str) -> dict[str, Any]:
             """Run ``code`` in the kernel silently; what ``Checkpoints.summary`` then says."""

@@ -30,7 +30,7 @@ from e31_jupyter.core.cell_words import died_in, raised
 from e31_jupyter.core.job import RESULTS_TAG
 from e31_jupyter.core.states import JobState
 from e31_jupyter.core.text import format_size
-from e31_jupyter.execution.engine import CheckpointFailed, Checkpoints, job_engine
+from e31_jupyter.execution.engine import CheckpointFailed, Checkpoints, Suspended, job_engine
 from e31_jupyter.execution.jobdir import JobDir, write_json_atomic, write_text_atomic
 from e31_jupyter.execution.outputs import collect_files, failure, snapshot, write_reports
 from e31_jupyter.execution.quick_imports import skip_iri_parsers
@@ -175,6 +175,10 @@ def _on_sigterm(signum, frame):
     raise Stopped()
 
 
+# Set on SIGUSR1 (``e31 suspend``): the engine stops at the running cell's end, saving a checkpoint.
+SUSPEND_ASKED = threading.Event()
+
+
 def run(jobdir: JobDir) -> dict:
     """Execute the job; returns the result manifest (also written to manifest.json)."""
     spec = jobdir.read_json(jobdir.spec)
@@ -186,7 +190,7 @@ def run(jobdir: JobDir) -> dict:
     started_at = time.time()
     if not jobdir.baseline.exists():  # a resumed job's files are those since its first run
         write_json_atomic(jobdir.baseline, snapshot(jobdir.work))
-    status: JobState | str = JobState.FAILED  # or "stopped", which is no job state
+    status: JobState | str = JobState.FAILED  # or "stopped", or (at a cell's end, as asked) "suspended"
     reason = ""
     with Progress(jobdir, cells_total=None) as progress:  # a heartbeat from the first moment
         remove_orphaned_sockets()
@@ -222,6 +226,8 @@ def run(jobdir: JobDir) -> dict:
             status = JobState.SUCCEEDED
         except Stopped:
             status, reason = "stopped", "stopped on request"
+        except Suspended as done:
+            status, reason = JobState.SUSPENDED, str(done)
         except CheckpointFailed as error:
             reason = f"could not resume: the checkpoint did not load in the job's kernel ({error})"
         except Exception as error:  # the process decides the state; the reason says what happened
@@ -242,7 +248,7 @@ def run(jobdir: JobDir) -> dict:
         failures.append(failure("values", f"the values were not saved: {_cell_error(jobdir)}"))
     reports = _reports(jobdir, spec, failures)
     manifest = {
-        "status": str(status),  # as the manifest's JSON has it: "succeeded", "failed" or "stopped"
+        "status": str(status),  # as the manifest's JSON has it: "succeeded", "failed", "stopped" or "suspended"
         "reason": reason,
         "started_at": started_at,
         "finished_at": finished_at,
@@ -262,7 +268,7 @@ def _checkpoints(jobdir: JobDir, spec: dict) -> Checkpoints:
     earlier = _without_error_notes(jobdir.executed_notebook) if resume else None
     return Checkpoints(
         jobdir.checkpoint, spec.get("checkpoint", False), resume, earlier.cells if earlier else [],
-        share=spec.get("checkpoint_share", 0.05),
+        share=spec.get("checkpoint_share", 0.05), suspend_asked=SUSPEND_ASKED,
     )  # fmt: skip
 
 
@@ -411,6 +417,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     skip_iri_parsers()  # before papermill imports jsonschema: ~2 s less per job
     signal.signal(signal.SIGTERM, _on_sigterm)
+    signal.signal(signal.SIGUSR1, lambda signum, frame: SUSPEND_ASKED.set())
     # papermill logs what the cells print at INFO: that is the job's log, so let it through
     logging.basicConfig(level=logging.INFO, format="%(message)s", stream=sys.stdout)
     manifest = run(JobDir(argv[0]))

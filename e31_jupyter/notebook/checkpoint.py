@@ -514,15 +514,18 @@ class _InKernel:
 _kernel = _InKernel()
 
 
-def at_cell_end(namespace: dict, folder: str, after_cell: int, run_seconds: float, share: float = 0.05) -> None:
+def at_cell_end(
+    namespace: dict, folder: str, after_cell: int, run_seconds: float, share: float = 0.05, force: bool = False
+) -> None:
     """After cell ``after_cell`` finished, ``run_seconds`` into the run: checkpoint the
     notebook's variables if the policy says it is worth its cost (at most ``share`` of the run
-    since the last one). ``summary`` says what was done."""
+    since the last one), or whatever it costs when ``force``d (the job is being suspended).
+    ``summary`` says what was done."""
     _kernel.policy.max_share = share
     try:
         size = estimate_bytes(namespace)
         decision = _kernel.policy.decide(size, run_seconds - _kernel.saved_at_run_seconds)
-        if not decision.save:
+        if not decision.save and not force:
             _kernel.last = {"saved": False, "why": decision.why}
             return
         result = save(folder, namespace, after_cell)

@@ -163,6 +163,12 @@ class E31(Configurable):
     stop_grace = Float(5.0, help="Seconds between SIGTERM and SIGKILL when a job is cancelled or times out.").tag(
         config=True
     )
+    suspend_grace = Float(
+        60.0,
+        help="Seconds a suspended job's running cell may take to end (e31 suspend): it then saves a "
+        "checkpoint and gives its GPUs back. A cell that takes longer is stopped, and the job's last "
+        "checkpoint stands.",
+    ).tag(config=True)
 
     max_queued_per_user = Int(1000, help="The most jobs one user may have waiting in the queue at once.").tag(
         config=True

@@ -78,6 +78,7 @@ class E31Extension(ExtensionApp):
             gpu_hour_rate=config.gpu_hour_rate,
             currency=config.currency,
             grace_s=config.stop_grace,
+            suspend_grace_s=config.suspend_grace,
             policy=config.policy,
             long_jobs_share=config.long_jobs_share,
             max_queued_per_user=config.max_queued_per_user,

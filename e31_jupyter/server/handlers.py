@@ -177,6 +177,14 @@ class ResubmitHandler(E31Handler):
         self.answer_submitted(*await self.queue.resubmit(self.caller, job_id, changes, self.kernels, self.root_dir))
 
 
+class SuspendHandler(E31Handler):
+    @web.authenticated
+    @authorized
+    @_answers_errors
+    async def post(self, job_id):
+        self.finish(await self.queue.suspend(self.caller, job_id))
+
+
 class ResumeHandler(E31Handler):
     @web.authenticated
     @authorized
@@ -381,6 +389,7 @@ def routes() -> list[tuple[str, type]]:
         (job + r"/cancel", CancelHandler),
         (job + r"/resubmit", ResubmitHandler),
         (job + r"/resume", ResumeHandler),
+        (job + r"/suspend", SuspendHandler),
         (job + r"/resubmit/check", ResubmitCheckHandler),
         (job + r"/notebook", NotebookHandler),
         (job + r"/report", ReportHandler),

@@ -97,8 +97,13 @@ class ClusterScheduler:
     def request_changed(self, job: JobRecord, after_changed: bool) -> None:
         """The cluster already has the change (``hand_change``)."""
 
-    async def cancel(self, job: JobRecord, by: str) -> None:
+    async def cancel(self, job: JobRecord, by: str, request: StopRequest = StopRequest.CANCEL) -> None:
         job_id = job.id
+        if request == StopRequest.SUSPEND:
+            raise Conflict(
+                f"Job {job_id} runs on Slurm, and this version suspends only jobs of the local and docker "
+                f"backends. Cancel it (e31 cancel {job_id}) if its GPUs are needed."
+            )
         if job.state in FINAL_STATES:
             raise Conflict(f"Job {job_id} has already ended ({job['state']}); there is nothing to cancel.")
         if not job.handle:  # still being handed over: it is withdrawn once it has a handle

@@ -21,7 +21,7 @@ from e31_jupyter.core.after import Standing, standing
 from e31_jupyter.core.fairshare import FAIR_SHARE_HALF_LIFE_S, Usage
 from e31_jupyter.core.machines import Cluster
 from e31_jupyter.core.runtimes import RuntimeModel, ShortDemand
-from e31_jupyter.core.states import JobState
+from e31_jupyter.core.states import RESUMABLE, JobState
 from e31_jupyter.service.job_record import JobRecord
 from e31_jupyter.service.store import Store
 
@@ -100,6 +100,9 @@ class History:
         self.demand = ShortDemand(machine_gpus=machine_gpus)
         self._ended_seq = 0  # the last transition to an end state seen
         self._last_end: dict[str, float] = {}  # team -> when its latest job ended
+        # GPU-seconds counted so far of jobs that may run again (failed or suspended: resumable),
+        # so that a resumed job's earlier runs count once.
+        self._counted: dict[str, float] = {}
         self._submitted_row = 0  # the last job recorded that the demand has seen (rowid)
 
     def snapshot(self, now: float, inventory: list[str], running_jobs: Sequence[Mapping[str, Any]]) -> policy.Snapshot:
@@ -127,7 +130,9 @@ class History:
         assert self.usage is not None  # read first (_read_ended)
         usage = {t: used for t, used in self.usage.at(now).items() if self._last_end.get(t, now) > gone}
         for job in running_jobs:
-            usage[team(job)] = usage.get(team(job), 0.0) + meter.gpu_seconds(job, now)
+            usage[team(job)] = (
+                usage.get(team(job), 0.0) + meter.gpu_seconds(job, now) - self._counted.get(job["id"], 0.0)
+            )
         return usage
 
     def _read_ended(self, now: float) -> None:
@@ -139,12 +144,22 @@ class History:
             jobs = self.store.ended_after(self._ended_seq)
         for job in jobs:
             self._ended_seq = max(self._ended_seq, job["seq"])
-            self.usage.ended(team(job), meter.gpu_seconds(job, now), job["finished_at"])
-            self._last_end[team(job)] = max(self._last_end.get(team(job), 0.0), job["finished_at"])
+            ended_at = job["finished_at"] or now  # None: resumed since, and running again
+            self.usage.ended(team(job), self._not_counted_yet(job, now), ended_at)
+            self._last_end[team(job)] = max(self._last_end.get(team(job), 0.0), ended_at)
             if job["state"] == JobState.SUCCEEDED.value:
                 window = job["deadline"] - job["submitted_at"] if job["deadline"] is not None else None
                 took = job["finished_at"] - job["started_at"]
                 self.runtimes.observe(team(job), pending(job).estimate, took, deadline_window_s=window)
+
+    def _not_counted_yet(self, job: Mapping[str, Any], now: float) -> float:
+        """The GPU-seconds of an ended job not counted yet: all of them, but for a resumed job's
+        runs counted when they ended."""
+        seconds = meter.gpu_seconds(job, now)
+        counted = self._counted.pop(job["id"], 0.0)
+        if job["state"] in RESUMABLE or job["attempts"]:
+            self._counted[job["id"]] = seconds
+        return max(0.0, seconds - counted)
 
     def _read_submitted(self, now: float) -> None:
         for job in self.store.submitted_after(self._submitted_row, now - self.demand.span_s):

@@ -1,5 +1,6 @@
 """The queue: what users ask of it. Submit (and check a submit first), resubmit, change a queued
-job's request, cancel, resume a failed job from its checkpoint, delete an ended job's files.
+job's request, cancel, suspend a running job and resume it (or a failed one) from its
+checkpoint, delete an ended job's files.
 
 A job either exists whole (its folder and its record) or not at all. The scheduler
 (``scheduler.py``, or ``cluster_scheduler.py`` for a cluster) decides when it starts and follows
@@ -20,7 +21,7 @@ from typing import cast
 from e31_jupyter.core import sweep
 from e31_jupyter.core.errors import Conflict, E31Error, InvalidRequest
 from e31_jupyter.core.job import JobSpec, validate_text
-from e31_jupyter.core.states import ACTIVE_STATES, Cause, JobState
+from e31_jupyter.core.states import ACTIVE_STATES, RESUMABLE, Cause, JobState, StopRequest
 from e31_jupyter.execution import accounts
 from e31_jupyter.execution.accounts import Account
 from e31_jupyter.execution.backends import CLUSTER_BACKENDS, ClusterBackend, ProcessBackend
@@ -223,9 +224,22 @@ class Queue:
         described = self.views.describe(self.store.job(job_id))
         return {**described, "changed": revision.changed, "warnings": revision.warnings}
 
+    async def suspend(self, caller: Caller, job_id: str) -> dict:
+        """Stop a running job at the end of its running cell (within the grace period), with a
+        checkpoint, and give its GPUs back: it waits, suspended, until resumed."""
+        job = self.views.visible_job(caller, job_id)
+        if job.state == JobState.RUNNING and not job.spec.get("checkpoint"):
+            raise Conflict(
+                f"Job {job_id} takes no checkpoints (it was not submitted with --checkpoint), so a suspend would lose "
+                f"its work. Cancel it (e31 cancel {job_id}) if its GPUs are needed."
+            )
+        if job.state != JobState.RUNNING and job.state != JobState.QUEUED:
+            raise Conflict(f"Job {job_id} is {job.state}; only a running job can be suspended.")
+        await self.scheduler.cancel(job, caller.name, StopRequest.SUSPEND)
+        return self.views.describe(self.store.job(job_id))
+
     async def resume(self, caller: Caller, job_id: str, changes: dict) -> dict:
-        """Put a failed job (out of time, lost, a cell raised) back in line to continue from its
-        last checkpoint, with ``changes`` (RESUME_CHANGES) to its request. It keeps its id, its
+        """Put a failed or suspended job back in line to continue from its last checkpoint, with ``changes`` (RESUME_CHANGES) to its request. It keeps its id, its
         files, its history and its meter: the run that ended becomes one of its attempts."""
         job = self.views.visible_job(caller, job_id)
         jobdir, after = self._resumable(job, changes)
@@ -255,10 +269,10 @@ class Queue:
                 + (f", not {', '.join(unknown)}" if unknown else "")
                 + ". To change more, resubmit it (e31 resubmit)."
             )
-        if job.state != JobState.FAILED:
+        if job.state not in RESUMABLE:
             raise Conflict(
-                f"Job {job.id} is {job.state}; only a job that failed (out of time, lost, or a cell raised) "
-                f"can be resumed. To run it again from the top: e31 resubmit {job.id}."
+                f"Job {job.id} is {job.state}; only a job that was suspended, or that failed (out of time, lost, "
+                f"or a cell raised), can be resumed. To run it again from the top: e31 resubmit {job.id}."
             )
         if self.backend_name in CLUSTER_BACKENDS:
             raise Conflict(

@@ -82,8 +82,9 @@ class Scheduler(Protocol):
 
     def request_changed(self, job: JobRecord, after_changed: bool) -> None: ...
 
-    async def cancel(self, job: JobRecord, by: str) -> None:
-        """Withdraw a queued job, or stop a running one; Conflict once it has ended."""
+    async def cancel(self, job: JobRecord, by: str, request: StopRequest = StopRequest.CANCEL) -> None:
+        """Withdraw a queued (or suspended) job, or stop a running one; Conflict once it has
+        ended. ``StopRequest.SUSPEND``: stop a running job at its cell's end, with a checkpoint."""
         ...
 
     def positions(self) -> Places: ...
@@ -178,8 +179,16 @@ class LocalScheduler:
         self.line.changed(job, after_changed)
         self.schedule_soon()
 
-    async def cancel(self, job: JobRecord, by: str) -> None:
+    async def cancel(self, job: JobRecord, by: str, request: StopRequest = StopRequest.CANCEL) -> None:
         job_id, now = job.id, self.clock()
+        if job.state == JobState.SUSPENDED and request == StopRequest.CANCEL:
+            if self.store.transition(
+                job_id, (JobState.SUSPENDED,), JobState.CANCELLED, f"cancelled by {by}", now, cause=Cause.USER
+            ):
+                return
+            job = self.store.job(job_id)  # resumed meanwhile
+        if job.state == JobState.QUEUED and request == StopRequest.SUSPEND:
+            raise Conflict(f"Job {job_id} is queued and holds no GPUs: there is nothing to suspend.")
         if job.state == JobState.QUEUED:
             reason = f"cancelled by {by}"
             if self.store.transition(
@@ -191,12 +200,17 @@ class LocalScheduler:
             job = self.store.job(job_id)  # it started meanwhile: cancel the running job
         if job.state != JobState.RUNNING:
             raise Conflict(f"Job {job_id} has already ended ({job['state']}); there is nothing to cancel.")
-        if not job.stop_requested:
+        if request == StopRequest.SUSPEND:
+            if job.stop_requested:
+                raise Conflict(f"Job {job_id} is already being stopped ({job.stop_requested}).")
+            reason = f"suspending: asked by {by}; it stops at its cell's end, with a checkpoint"
+            self.store.update(job_id, stop_requested=StopRequest.SUSPEND, stop_by=by, reason=reason)
+        elif job.stop_requested != StopRequest.CANCEL:  # a suspend under way becomes a cancel
             self.store.update(
                 job_id, stop_requested=StopRequest.CANCEL, stop_by=by, reason=f"cancelling: cancelled by {by}"
             )
-        if self.is_scheduler and job_id not in self._stopping:
-            self._stop(job.id, job.handle)
+        if self.is_scheduler and (job_id not in self._stopping or request == StopRequest.CANCEL):
+            self._stop(job.id, job.handle, suspend=request == StopRequest.SUSPEND)
 
     # --- what the views ask ----------------------------------------------------------------
 
@@ -364,13 +378,18 @@ class LocalScheduler:
         self.store.update(job_id, released_at=self.clock())
         self.schedule()
 
-    def _stop(self, job_id: str, handle: dict | None) -> None:
-        """End a running job's processes (SIGTERM, grace, SIGKILL); its watcher then finishes it.
-        A job still starting (no handle yet) is stopped once it has started (``_started``)."""
+    def _stop(self, job_id: str, handle: dict | None, suspend: bool = False) -> None:
+        """End a running job's processes (SIGTERM, grace, SIGKILL), or with ``suspend`` ask its
+        worker to stop at its cell's end first; its watcher then finishes it. A job still
+        starting (no handle yet) is stopped once it has started (``_started``)."""
         self._stopping.add(job_id)
         if handle is None:
             return
-        asyncio.get_running_loop().run_in_executor(None, self.backend.stop, job_id, handle, self.settings.grace_s)
+        loop, grace = asyncio.get_running_loop(), self.settings.grace_s
+        if suspend:
+            loop.run_in_executor(None, self.backend.suspend, job_id, handle, self.settings.suspend_grace_s, grace)
+        else:
+            loop.run_in_executor(None, self.backend.stop, job_id, handle, grace)
 
     def _finish(self, job_id: str, exit_code: int | None, ended_at: float, start_error: str = "") -> None:
         """The job's process has ended: clean up what it left, release its GPUs, record why it ended."""
@@ -450,6 +469,16 @@ def after_work_reason(manifest: dict) -> str:
     return "the notebook succeeded; after it, " + "; ".join(f["reason"] for f in failures)
 
 
+def suspended_reason(job: JobRecord, manifest: dict | None) -> str:
+    """Why a job that was asked to suspend stopped where it did: at a cell's end with its
+    checkpoint, or, the cell outlasting the grace period, stopped in it (its last checkpoint stands)."""
+    by = f" by {job.stop_by}" if job.stop_by else ""
+    if manifest and manifest.get("status") == JobState.SUSPENDED:
+        return f"{JobState.SUSPENDED}{by} at a cell's end; {manifest.get('reason', '')}"
+    stopped = "the running cell outlasted the grace period and was stopped; its last checkpoint stands"
+    return f"{JobState.SUSPENDED}{by}: {stopped}"
+
+
 def cancelled_reason(job: JobRecord) -> str:
     """Why a job that was stopped on request ended (``StopRequest.CANCEL``, by whom)."""
     return f"{JobState.CANCELLED} by {job.stop_by}" if job.stop_by else str(JobState.CANCELLED)
@@ -464,6 +493,11 @@ def final_state(job: JobRecord, manifest: dict | None, exit_code: int | None, st
         return JobState.CANCELLED, cancelled_reason(job)
     if job.stop_requested == StopRequest.TIMEOUT:
         return JobState.FAILED, f"timeout: ran longer than max_runtime ({format_seconds(job['max_runtime_s'])})"
+    if job.stop_requested == StopRequest.SUSPEND and (manifest or {}).get("status") not in (
+        JobState.SUCCEEDED,
+        JobState.FAILED,
+    ):
+        return JobState.SUSPENDED, suspended_reason(job, manifest)
     if manifest and manifest.get("status") == JobState.SUCCEEDED:
         return JobState.SUCCEEDED, after_work_reason(manifest)
     if manifest and manifest.get("status") == JobState.FAILED:

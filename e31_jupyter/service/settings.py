@@ -14,6 +14,7 @@ class Settings:
     gpu_hour_rate: float = 0.0
     currency: str = "USD"
     grace_s: float = 5.0
+    suspend_grace_s: float = 60.0  # how long a suspended job's running cell may take to end
     policy: str = "e31"
     long_jobs_share: float | None = None  # e31's share of the GPUs for long jobs; None: the policy's own
     max_queued_per_user: int = 1000

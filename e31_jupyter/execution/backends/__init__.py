@@ -72,6 +72,11 @@ class ProcessBackend(Protocol):
         """End the job: politely, then after ``grace`` seconds by force."""
         ...
 
+    def suspend(self, job_id: str, handle: dict, grace: float, stop_grace: float) -> None:
+        """Ask the job's worker to stop at its cell's end, saving a checkpoint (SIGUSR1); stop it
+        (``stop`` with ``stop_grace``) if it has not ended after ``grace`` seconds."""
+        ...
+
     def clean_up(self, job_id: str, account: Account | None) -> None:
         """End anything the job left behind once its worker is gone."""
         ...

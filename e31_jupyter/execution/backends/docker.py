@@ -143,6 +143,20 @@ class DockerBackend:
         except NotFound:
             pass  # it ended and was removed meanwhile
 
+    def suspend(self, job_id: str, handle: dict, grace: float, stop_grace: float) -> None:
+        """SIGUSR1 to the worker (it stops at its cell's end, saving a checkpoint); ``stop`` after
+        ``grace`` seconds if it has not ended by then."""
+        container = self._container(handle)
+        try:
+            if container is None:
+                return
+            container.kill(signal="SIGUSR1")
+            container.wait(timeout=grace)
+        except NotFound:
+            return  # it ended and was removed meanwhile
+        except Exception:  # still running after grace (the engine's timeout), or the signal refused
+            self.stop(job_id, handle, stop_grace)
+
     def clean_up(self, job_id: str, account: Account | None = None) -> None:
         """Release: remove every container of the job, running or not."""
         try:

@@ -17,6 +17,7 @@ import os
 import signal
 import subprocess
 import sys
+import time
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -114,6 +115,20 @@ class LocalBackend:
         _, alive = psutil.wait_procs(targets, timeout=grace)
         _signal_all(alive, signal.SIGKILL)
         psutil.wait_procs(alive, timeout=5)
+
+    def suspend(self, job_id: str, handle: dict, grace: float, stop_grace: float) -> None:
+        """SIGUSR1 to the worker (it stops at its cell's end, saving a checkpoint); ``stop`` after
+        ``grace`` seconds if it has not ended by then."""
+        worker = self._process(handle)
+        if worker is None:
+            return
+        _safe(worker.send_signal, signal.SIGUSR1)
+        deadline = time.monotonic() + grace
+        while time.monotonic() < deadline:  # polled: the watcher's wait reaps it and reads its exit code
+            if self._process(handle) is None:
+                return
+            time.sleep(0.1)
+        self.stop(job_id, handle, stop_grace)
 
     def clean_up(self, job_id: str, account: Account | None = None) -> None:
         """Kill what the job left running after its worker ended (an orphaned kernel, say): its
