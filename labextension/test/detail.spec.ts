@@ -44,6 +44,54 @@ describe('JobDetailModel', () => {
     expect([model.log, model.files, model.values, model.job?.files_deleted]).toEqual(['', [], [], deleted]);
     model.dispose();
   });
+
+  it('forgets the files of a run that ended once the job is resumed, and asks again when it ends', async () => {
+    let state: 'failed' | 'queued' | 'succeeded' = 'failed';
+    let files = [{ path: 'first.txt', size: 1 }];
+    const { api } = fakeApi({
+      'GET jobs/j1': () => ({ ...job({ id: 'j1', ...ended, state }), transitions: [] }),
+      'GET jobs/j1/log': () => ({ text: '', offset: 0, final: state !== 'queued' }),
+      'GET jobs/j1/files': () => ({ files })
+    });
+    const model = new JobDetailModel(api, 'j1');
+    await model.tick();
+    expect(model.files.map(f => f.path)).toEqual(['first.txt']);
+    state = 'queued';
+    await model.tick();
+    expect(model.files).toEqual([]);
+    state = 'succeeded';
+    files = [
+      { path: 'first.txt', size: 1 },
+      { path: 'second.txt', size: 1 }
+    ];
+    await model.tick();
+    expect(model.files.map(f => f.path)).toEqual(['first.txt', 'second.txt']);
+    model.dispose();
+  });
+});
+
+describe('E31Api.resume', () => {
+  it("sends the changes, {} by default, and passes on the server's message when it refuses", async () => {
+    const seen: unknown[] = [];
+    const { api, calls } = fakeApi({
+      'POST jobs/j1/resume': body => {
+        seen.push(body);
+        return job({ id: 'j1', state: 'queued' });
+      },
+      'POST jobs/j2/resume': () => [
+        409,
+        { message: 'Job j2 has no checkpoint to resume from. Start it over from the top: e31 resubmit j2.' }
+      ]
+    });
+    expect((await api.resume('j1')).state).toBe('queued');
+    await api.resume('j1', { max_runtime: '2h' });
+    expect(seen).toEqual([{}, { max_runtime: '2h' }]);
+    await expect(api.resume('j2')).rejects.toMatchObject({
+      status: 409,
+      message: 'Job j2 has no checkpoint to resume from. Start it over from the top: e31 resubmit j2.'
+    });
+    expect(calls).toEqual(['POST jobs/j1/resume', 'POST jobs/j1/resume', 'POST jobs/j2/resume']);
+  });
 });
 
 describe('E31Api.deleteFiles', () => {

@@ -36,6 +36,17 @@ describe('EndingsTracker', () => {
     expect(tab2.takeNew([expired, failed])).toEqual([]);
   });
 
+  it('announces a resumed job when it ends again', () => {
+    const tracker = new EndingsTracker(new MemoryStorage(), 'k');
+    tracker.takeNew([]);
+    const failed = job({ state: 'failed', finished_at: iso(T) });
+    expect(tracker.takeNew([failed])).toHaveLength(1);
+    expect(tracker.takeNew([{ ...failed, state: 'queued', finished_at: null }])).toEqual([]);
+    const again = { ...failed, state: 'succeeded' as const, finished_at: iso(T + 60000) };
+    expect(tracker.takeNew([again]).map(j => j.state)).toEqual(['succeeded']);
+    expect(tracker.takeNew([again])).toEqual([]);
+  });
+
   it('keeps servers and users apart', () => {
     const storage = new MemoryStorage();
     const a = new EndingsTracker(storage, endingsKey('http://a/', 'ada'));

@@ -52,6 +52,15 @@ describe('the submit form', () => {
     });
   });
 
+  it("asks for checkpoints when ticked, and leaves them to the queue's default when not", () => {
+    const source = { kind: 'path' as const, path: 'train.ipynb' };
+    const form = initialForm(source, params);
+    expect(form.checkpoint).toBe(false);
+    expect(submitRequest(form, source, params, 2).request).not.toHaveProperty('checkpoint');
+    form.checkpoint = true;
+    expect(submitRequest(form, source, params, 2).request?.checkpoint).toBe(true);
+  });
+
   it('sends the jobs ticked to run after, and none when none is', () => {
     const source = { kind: 'path' as const, path: 'train.ipynb' };
     const form = initialForm(source, params);
@@ -169,7 +178,8 @@ describe('the resubmit form', () => {
       outputs: '*.pt',
       data: '',
       parameters: { lr: '0.1', tag: 'a' },
-      after: []
+      after: [],
+      checkpoint: false
     });
   });
 
@@ -195,5 +205,13 @@ describe('the resubmit form', () => {
     expect(resubmitRequest(start, start, p, 2)).toEqual({ request: {}, errors: {} });
     const after = { ...start, after: ['240603-b90c4400'] };
     expect(resubmitRequest(after, start, p, 2)).toEqual({ request: { after: ['240603-b90c4400'] }, errors: {} });
+  });
+
+  it("starts from the job's checkpoints and sends them only when changed", () => {
+    const saving = job({ ...original, request: { ...original.request, checkpoint: true } });
+    const start = initialForm({ kind: 'job', job: saving }, []);
+    expect(start.checkpoint).toBe(true);
+    expect(resubmitRequest(start, start, [], 2).request).toEqual({});
+    expect(resubmitRequest({ ...start, checkpoint: false }, start, [], 2).request).toEqual({ checkpoint: false });
   });
 });

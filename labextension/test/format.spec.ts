@@ -1,4 +1,6 @@
 import {
+  attemptsWords,
+  checkpointWords,
   durationInput,
   expectedWords,
   formatBytes,
@@ -214,5 +216,27 @@ describe('format', () => {
       'module numpy, imported again when collected',
       'not returned: it cannot be pickled'
     ]);
+  });
+
+  it("says a job's last checkpoint, counting cells from 1, and what it could not save", () => {
+    const saved = { after_cell: 0, saved_at: '2024-06-03T08:00:00Z', bytes: 2048, cannot_save: {} };
+    expect(checkpointWords(saved)).toBe('checkpoint after cell 1, 2.0 KB');
+    const some = { ...saved, after_cell: 2, cannot_save: { log: 'an open file', lock: 'a lock' } };
+    expect(checkpointWords(some)).toBe('checkpoint after cell 3, 2.0 KB; not saved: log, lock');
+  });
+
+  it('says how often a job was resumed and how its earlier runs ended', () => {
+    const run = { started_at: null, finished_at: null, gpus_released_at: null, gpus: ['0'] };
+    expect(attemptsWords([])).toBe('');
+    expect(attemptsWords(undefined)).toBe('');
+    expect(attemptsWords([{ ...run, state: 'failed', reason: 'timeout: ran longer than max_runtime (6s)' }])).toBe(
+      'resumed 1 time; earlier run: failed (timeout: ran longer than max_runtime (6s))'
+    );
+    expect(
+      attemptsWords([
+        { ...run, state: 'failed', reason: 'lost' },
+        { ...run, state: 'failed', reason: '' }
+      ])
+    ).toBe('resumed 2 times; earlier runs: failed (lost), failed');
   });
 });

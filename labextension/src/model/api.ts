@@ -13,6 +13,7 @@ import {
   ILogChunk,
   IMeterReport,
   IResubmitRequest,
+  IResumeRequest,
   IServerInfo,
   ISubmitCheck,
   ISubmitRequest,
@@ -92,6 +93,14 @@ export class E31Api {
       method: 'POST',
       body: JSON.stringify(changes)
     });
+  }
+
+  /**
+   * Put a failed job that took a checkpoint back in line, to continue from its last finished
+   * cell; it keeps its id, files, history and meter. 409 when it did not fail or has no checkpoint.
+   */
+  resume(id: string, changes: IResumeRequest = {}): Promise<IJob> {
+    return this.json(`jobs/${enc(id)}/resume`, { method: 'POST', body: JSON.stringify(changes) });
   }
 
   /** Change a queued job in place: it keeps its id, its files and the jobs that wait for it. */

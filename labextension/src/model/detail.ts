@@ -82,6 +82,7 @@ export class JobDetailModel {
         job.progress,
         job.transitions.length,
         job.files_deleted,
+        job.last_checkpoint,
         log,
         files,
         values
@@ -111,14 +112,18 @@ export class JobDetailModel {
         chunk => chunk.text,
         () => this._log
       ),
-      // Files are collected when the job ends; before that the list is empty.
-      ended && this._files.length === 0
-        ? this.api.files(this.id).catch(() => this._files)
-        : Promise.resolve(this._files),
+      // Files are collected when the job ends; before that (again, once it is resumed) the list is empty.
+      !ended
+        ? Promise.resolve([])
+        : this._files.length === 0
+          ? this.api.files(this.id).catch(() => this._files)
+          : Promise.resolve(this._files),
       // The record names the values a cell's job handed back; their types and sizes are asked once.
-      ended && this._values.length === 0 && (job.values ?? []).length > 0
-        ? this.api.values(this.id).catch(() => this._values)
-        : Promise.resolve(this._values)
+      !ended
+        ? Promise.resolve([])
+        : this._values.length === 0 && (job.values ?? []).length > 0
+          ? this.api.values(this.id).catch(() => this._values)
+          : Promise.resolve(this._values)
     ]);
   }
 

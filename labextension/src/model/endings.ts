@@ -1,5 +1,6 @@
 /**
- * Which job endings still need a notification: one per job, ever, across reloads and tabs.
+ * Which job endings still need a notification: one per ending (a resumed job can end again),
+ * across reloads and tabs.
  *
  * The record lives in the browser's storage (localStorage), keyed by server and user:
  * - the first time a browser sees a server, every job that has already ended counts as seen
@@ -50,8 +51,11 @@ export class EndingsTracker {
       this.write(prune({ version: 1, cutoff: null, seen }));
       return [];
     }
+    // A job seen to end may end again later: resumed, it went back in line.
     const fresh = ended.filter(
-      job => !(job.id in record.seen) && (record.cutoff === null || finishedMs(job) >= record.cutoff)
+      job =>
+        !(job.id in record.seen && record.seen[job.id] >= finishedMs(job)) &&
+        (record.cutoff === null || finishedMs(job) >= record.cutoff)
     );
     if (fresh.length) {
       for (const job of fresh) {

@@ -25,6 +25,8 @@ export interface ISubmitForm {
   parameters: Record<string, string | boolean>;
   /** Ids of the jobs it is to run after: it starts once every one of them has succeeded. */
   after: string[];
+  /** Save checkpoints, so that it can be resumed once it failed; unticked: the queue's default. */
+  checkpoint: boolean;
 }
 
 /** Where the job's notebook comes from. */
@@ -66,7 +68,8 @@ export function initialForm(
       outputs: (job.output?.files ?? []).join(', '),
       data: '',
       parameters: fields,
-      after: []
+      after: [],
+      checkpoint: job.request.checkpoint ?? false
     };
   }
   return {
@@ -80,7 +83,8 @@ export function initialForm(
     outputs: '',
     data: '',
     parameters: fields,
-    after: []
+    after: [],
+    checkpoint: false
   };
 }
 
@@ -176,6 +180,9 @@ export function submitRequest(
   if (form.after.length) {
     request.after = [...form.after];
   }
+  if (form.checkpoint) {
+    request.checkpoint = true; // unticked: not sent, the queue's default applies
+  }
   const changed = changedParameters(parameters, form.parameters);
   for (const [name, message] of Object.entries(changed.errors)) {
     errors[`parameters.${name}`] = message;
@@ -234,6 +241,9 @@ export function resubmitRequest(
   }
   if (form.after.length) {
     request.after = [...form.after]; // never carried over from the original job
+  }
+  if (form.checkpoint !== original.checkpoint) {
+    request.checkpoint = form.checkpoint;
   }
   const changed = changedParameters(parameters, form.parameters);
   for (const [name, message] of Object.entries(changed.errors)) {

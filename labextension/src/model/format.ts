@@ -2,7 +2,7 @@
  * How numbers and times read in the UI.
  */
 
-import { IJob, ISubmitCheck, IValueEntry, JobState } from './types';
+import { IAttempt, ICheckpoint, IJob, ISubmitCheck, IValueEntry, JobState } from './types';
 
 /** 5400 -> "1h 30m"; 42 -> "42s"; 90061 -> "1d 1h". Two units at most. */
 export function formatDuration(seconds: number | null | undefined): string {
@@ -308,4 +308,27 @@ export function valueNote(value: IValueEntry): string {
     return `module ${value.module}, imported again when collected`;
   }
   return `${value.type}, ${formatBytes(value.size)}`;
+}
+
+/**
+ * A job's last checkpoint in a line: "checkpoint after cell 3, 12 KB; not saved: log, lock".
+ * Cells count from 1, as `e31 status` counts them.
+ */
+export function checkpointWords(saved: ICheckpoint): string {
+  const cannot = Object.keys(saved.cannot_save ?? {});
+  const words = `checkpoint after cell ${saved.after_cell + 1}, ${formatBytes(saved.bytes)}`;
+  return cannot.length ? `${words}; not saved: ${cannot.join(', ')}` : words;
+}
+
+/**
+ * A resumed job's earlier runs in a line: "resumed 1 time; earlier run: failed (timeout: ...)";
+ * empty for a job that ran at most once.
+ */
+export function attemptsWords(attempts: IAttempt[] = []): string {
+  const n = attempts.length;
+  if (!n) {
+    return '';
+  }
+  const runs = attempts.map(a => (a.reason ? `${a.state} (${a.reason})` : a.state)).join(', ');
+  return `resumed ${n} time${n === 1 ? '' : 's'}; earlier run${n === 1 ? '' : 's'}: ${runs}`;
 }

@@ -6,7 +6,7 @@ export type JobState = 'queued' | 'running' | 'succeeded' | 'failed' | 'cancelle
 
 export const ALL_STATES: ReadonlyArray<JobState> = ['queued', 'running', 'succeeded', 'failed', 'cancelled', 'expired'];
 
-/** States a job never leaves. */
+/** States a job has ended in: it leaves them only when a failed one is resumed (back to queued). */
 export const FINAL_STATES: ReadonlySet<JobState> = new Set<JobState>(['succeeded', 'failed', 'cancelled', 'expired']);
 
 export function isActive(job: { state: JobState }): boolean {
@@ -56,6 +56,8 @@ export interface IJob {
     deadline: string | null;
     /** The jobs it runs after. */
     after?: string[];
+    /** Whether it saves checkpoints, so that it can be resumed once it failed. */
+    checkpoint?: boolean;
   };
   /** Device ids granted; empty unless the job ran. */
   gpus: string[];
@@ -84,6 +86,29 @@ export interface IJob {
   values?: string[];
   /** When and by whom the job's files were deleted (the record stays); null while they are kept. */
   files_deleted?: IFilesDeleted | null;
+  /** Its last checkpoint (it can be resumed from there); null before the first, and while queued. */
+  last_checkpoint?: ICheckpoint | null;
+  /** A resumed job's earlier runs, oldest first; empty for a job that ran at most once. */
+  attempts?: IAttempt[];
+}
+
+export interface ICheckpoint {
+  /** The cell it follows, 0-based (papermill's injected parameters cell counted). */
+  after_cell: number;
+  saved_at: string;
+  bytes: number;
+  /** The variables it could not save (an open file, a lock), by name, with why. */
+  cannot_save: Record<string, string>;
+}
+
+/** One earlier run of a resumed job: its hold of GPUs and how it ended. */
+export interface IAttempt {
+  started_at: string | null;
+  finished_at: string | null;
+  gpus_released_at: string | null;
+  gpus: string[];
+  state: JobState;
+  reason: string;
 }
 
 export interface ITransition {
@@ -136,10 +161,15 @@ export interface ISubmitRequest {
   reports?: string[];
   /** Ids of jobs that must all succeed before this one starts. */
   after?: string[];
+  /** Save checkpoints, so that it can be resumed once it failed; left out: the queue's default. */
+  checkpoint?: boolean;
 }
 
 /** What `POST /jobs/{id}/resubmit` takes: changes to the original job's request. */
 export type IResubmitRequest = Omit<ISubmitRequest, 'path' | 'notebook' | 'notebook_name' | 'folder' | 'data'>;
+
+/** What `POST /jobs/{id}/resume` takes: changes to a failed job's request for the runs to come. */
+export type IResumeRequest = Pick<ISubmitRequest, 'gpus' | 'max_runtime' | 'expected_runtime' | 'deadline'>;
 
 /** What to change in a queued job (PATCH /jobs/{id}); null clears a field (the limit: the queue's default). */
 export interface IUpdateRequest {

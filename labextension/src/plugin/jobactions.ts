@@ -1,4 +1,4 @@
-/** What the panel and a job's detail view can do to a job: cancel, delete files, change, resubmit. */
+/** What the panel and a job's detail view can do to a job: cancel, delete files, change, resubmit, resume. */
 
 import { Dialog, showDialog, showErrorMessage } from '@jupyterlab/apputils';
 
@@ -50,12 +50,37 @@ async function afterYes(
   if (!result.button.accept) {
     return;
   }
+  await actThenRefresh(ctx, job, act, words.failed);
+}
+
+/** Act on the job, say why if the server refused (`failed`: the title), and look again. */
+async function actThenRefresh(ctx: IE31Context, job: IJob, act: () => Promise<unknown>, failed: string): Promise<void> {
   try {
     await act();
   } catch (error) {
-    void showErrorMessage(words.failed, errorText(error));
+    void showErrorMessage(failed, errorText(error));
   }
   refreshJob(ctx, job);
+}
+
+/** The jobs whose resume is on its way. */
+const resuming = new Set<string>();
+
+/**
+ * Put a failed job back in line from its last checkpoint, with its request as it was; nothing
+ * to confirm: it only continues what it was doing. A second press while the first is on its way
+ * sends nothing.
+ */
+export async function resumeJob(ctx: IE31Context, job: IJob): Promise<void> {
+  if (resuming.has(job.id)) {
+    return;
+  }
+  resuming.add(job.id);
+  try {
+    await actThenRefresh(ctx, job, () => ctx.api.resume(job.id), 'Cannot resume the job');
+  } finally {
+    resuming.delete(job.id);
+  }
 }
 
 export async function changeJob(ctx: IE31Context, job: IJob): Promise<void> {

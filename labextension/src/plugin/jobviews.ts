@@ -12,7 +12,7 @@ import { IJob } from '../model/types';
 import { JobDetailView } from '../widgets/detail';
 import { CommandIDs } from './commandids';
 import { IPluginContext } from './context';
-import { cancelJob, changeJob, deleteFiles, resubmit } from './jobactions';
+import { cancelJob, changeJob, deleteFiles, resubmit, resumeJob } from './jobactions';
 
 export function addJobCommands(ctx: IPluginContext, docManager: IDocumentManager): void {
   addOpenJobCommand(ctx);
@@ -45,6 +45,7 @@ function jobDetailWidget(ctx: IPluginContext, id: string): MainAreaWidget<JobDet
     deleteFiles: job => void deleteFiles(ctx, job),
     change: job => void changeJob(ctx, job),
     resubmit: job => void resubmit(ctx, job),
+    resume: job => void resumeJob(ctx, job),
     openNotebook: job => void commands.execute(CommandIDs.openResults, { id: job.id }),
     openReport: job => void commands.execute(CommandIDs.openReport, { id: job.id })
   });
@@ -55,7 +56,24 @@ function jobDetailWidget(ctx: IPluginContext, id: string): MainAreaWidget<JobDet
   widget.title.closable = true;
   widget.disposed.connect(() => ctx.details.delete(id));
   ctx.details.set(id, widget);
+  followJobsList(ctx, widget);
   return widget;
+}
+
+/**
+ * A job the view saw end can go back in line (resumed elsewhere: a terminal, another tab): when
+ * the jobs list shows it in another state than the view does, the view looks again.
+ */
+function followJobsList({ model }: IPluginContext, widget: MainAreaWidget<JobDetailView>): void {
+  const detail = widget.content.model;
+  const follow = () => {
+    const listed = model.find(detail.id);
+    if (listed && detail.job && listed.state !== detail.job.state) {
+      detail.refresh();
+    }
+  };
+  model.changed.connect(follow);
+  widget.disposed.connect(() => model.changed.disconnect(follow));
 }
 
 function addOpenResultsCommand(ctx: IPluginContext, docManager: IDocumentManager): void {

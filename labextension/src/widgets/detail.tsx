@@ -9,6 +9,8 @@ import * as React from 'react';
 
 import { JobDetailModel } from '../model/detail';
 import {
+  attemptsWords,
+  checkpointWords,
   expectedWords,
   formatBytes,
   formatCost,
@@ -27,6 +29,7 @@ export interface IDetailActions {
   deleteFiles(job: IJobDetail): void;
   change(job: IJobDetail): void;
   resubmit(job: IJobDetail): void;
+  resume(job: IJobDetail): void;
   openNotebook(job: IJobDetail): void;
   openReport(job: IJobDetail): void;
 }
@@ -96,6 +99,8 @@ function DetailView(props: { model: JobDetailModel; actions: IDetailActions }): 
   const hours = liveGpuHours(job, model.fetchedAt || now, now);
   const parameters = Object.entries(job.work?.parameters ?? {});
   const hasReport = (job.output?.reports ?? []).includes('html');
+  const checkpoint = job.last_checkpoint ?? null;
+  const attempts = attemptsWords(job.attempts);
   return (
     <div className="e31-Detail-body" data-job-id={job.id} data-state={job.state}>
       <header className="e31-Detail-header">
@@ -126,6 +131,20 @@ function DetailView(props: { model: JobDetailModel; actions: IDetailActions }): 
           >
             HTML report
           </button>
+          {job.state === 'failed' && checkpoint ? (
+            <button
+              className="jp-Button jp-mod-styled jp-mod-accept e31-Detail-resume"
+              disabled={!!deleted}
+              title={
+                gone ||
+                `Back in line, to continue after cell ${checkpoint.after_cell + 1} from its last checkpoint, ` +
+                  `with the same request (e31 resume ${job.id} can change it)`
+              }
+              onClick={() => actions.resume(job)}
+            >
+              Resume
+            </button>
+          ) : null}
           <button
             className="jp-Button jp-mod-styled jp-mod-reject e31-Secondary"
             disabled={!!deleted}
@@ -166,6 +185,12 @@ function DetailView(props: { model: JobDetailModel; actions: IDetailActions }): 
         {job.reason && job.state !== 'running' ? (
           <p className={`e31-Detail-reason e31-mod-${job.state}`}>{job.reason}</p>
         ) : null}
+        {checkpoint ? (
+          <p className="e31-Detail-checkpoint e31-Muted" title={`saved ${formatTimestamp(checkpoint.saved_at)}`}>
+            {checkpointWords(checkpoint)}
+          </p>
+        ) : null}
+        {attempts ? <p className="e31-Detail-attempts e31-Muted">{attempts}</p> : null}
         {model.error ? <div className="e31-Error">{model.error}</div> : null}
       </header>
 
@@ -181,6 +206,12 @@ function DetailView(props: { model: JobDetailModel; actions: IDetailActions }): 
             <dd>{formatDuration(job.request.expected_runtime_s)}</dd>
             <dt>Deadline</dt>
             <dd>{formatTimestamp(job.request.deadline)}</dd>
+            {job.request.checkpoint ? (
+              <>
+                <dt>Checkpoints</dt>
+                <dd>saved after cells that finish</dd>
+              </>
+            ) : null}
             {job.request.after?.length ? (
               <>
                 <dt>Runs after</dt>

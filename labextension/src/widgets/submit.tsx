@@ -265,6 +265,24 @@ function FormView(props: {
         )}
         {text('maxRuntime', 'Max run time', 'server default, e.g. 90m, 6h', 'the job is stopped after this long')}
         {text('expectedRuntime', 'Expected run time', 'e.g. 2h', 'optional; helps the queue meet deadlines')}
+        <Field
+          label="Checkpoints"
+          hint={
+            form.checkpoint
+              ? 'if it fails (out of time, lost, a cell raised), Resume on its page continues it'
+              : "unticked: the queue's default (usually none)"
+          }
+        >
+          <span className="e31-CheckboxChoice">
+            <input
+              type="checkbox"
+              name="checkpoint"
+              checked={form.checkpoint}
+              onChange={e => onChange({ checkpoint: e.target.checked })}
+            />
+            Save checkpoints (resume from the last finished cell)
+          </span>
+        </Field>
         <AfterField choices={props.afterChoices} after={form.after} onChange={after => onChange({ after })} />
       </div>
 

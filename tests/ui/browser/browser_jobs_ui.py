@@ -14,7 +14,7 @@ from datetime import datetime
 import requests
 from labserver import api, browser, context, lab, screenshot  # noqa: F401  (pytest fixtures)
 from playwright.sync_api import expect
-from support import wait_state, write_notebook
+from support import wait_state, why, write_notebook
 
 from e31_jupyter.core.errors import E31Error
 
@@ -29,6 +29,8 @@ assert os.path.exists(gate), "the test never opened the gate"
 PANEL_TAB = '.jp-SideBar [data-id="e31-jobs-panel"]'
 JOB_END_WAIT = 60_000  # ms
 AFTER_CHOICES = 8  # active jobs the submit dialog lists to run after until asked for all (form.ts)
+# Time for a job's start and first cell (about 2 s here), however loaded the machine; not for its second.
+RESUMABLE_MAX_RUNTIME = "10s"
 
 
 def open_lab(page, lab, workspace: str, notebook: str | None = None) -> None:
@@ -64,6 +66,12 @@ def gated_notebook(lab, name: str):
 
 def gate(lab, name: str) -> str:
     return str(lab.root / f"gate-{name}")
+
+
+def hold_gpus(lab, api, name: str) -> None:
+    """Both GPUs held by a running job until the file gate-<name> is made."""
+    blocker = api.submit(path=str(gated_notebook(lab, name)), name=name, gpus=2, parameters={"gate": gate(lab, name)})
+    wait_state(api, blocker["id"], "running")
 
 
 def settled(dialog) -> None:
@@ -626,3 +634,74 @@ def test_deleting_an_ended_jobs_files_from_its_page(lab, api, context):
     expect(detail.locator(".e31-Transitions")).to_contain_text("files deleted by")
     assert api.job(job["id"])["files_deleted"]["bytes"] > 0
     screenshot(page, "detail-deleted")
+
+
+def test_a_job_that_ran_out_of_time_with_checkpoints_is_resumed_from_its_page(lab, api, context):
+    # The second cell outlasts the max run time; the first finishes, and its checkpoint is saved.
+    write_notebook(lab.root / "resumable.ipynb", "a = 41", "import time\ntime.sleep(30)", "print(a + 1)")
+    page = context.new_page()
+    open_lab(page, lab, "resume")
+    dialog = submit_from_file_browser(page, "resumable.ipynb")
+    checkpoints = dialog.locator('input[name="checkpoint"]')
+    expect(checkpoints).not_to_be_checked()
+    dialog.locator('input[name="maxRuntime"]').fill(RESUMABLE_MAX_RUNTIME)
+    checkpoints.check()
+    screenshot(page, "submit-dialog-checkpoints")
+    dialog.locator(".jp-Dialog-button.jp-mod-accept").click()
+    closes_once_saved(dialog)
+    (job,) = [j for j in api.jobs() if j["name"] == "resumable"]
+    assert job["request"]["checkpoint"] is True, job["request"]
+    # (JupyterLab adds a query to each request's URL against caches.)
+    resume_url = re.compile(rf"/e31/api/jobs/{re.escape(job['id'])}/resume(\?|$)")
+    row = job_row(page, "resumable")
+    expect(row).to_have_attribute("data-state", "failed", timeout=JOB_END_WAIT)
+    failed = api.job(job["id"])
+    assert failed["reason"].startswith("timeout") and failed["last_checkpoint"], why(lab.data_dir, failed)
+
+    row.click()
+    detail = page.locator(f'.e31-Detail-body[data-job-id="{job["id"]}"]')
+    expect(detail).to_have_attribute("data-state", "failed")
+    expect(detail.locator(".e31-Detail-checkpoint")).to_have_text(re.compile(r"^checkpoint after cell 1, [\d.]+ K?B$"))
+    expect(detail.locator(".e31-Detail-attempts")).to_have_count(0)
+    expect(detail.locator(".e31-Card").first).to_contain_text("Checkpoints")
+    screenshot(page, "detail-resumable")
+
+    # Both GPUs held meanwhile: resumed, it waits in line (and cannot time out before we look).
+    hold_gpus(lab, api, "resume-blocker")
+    resume = detail.get_by_role("button", name="Resume", exact=True)
+    with page.expect_response(resume_url) as answer:
+        resume.click()
+    assert (answer.value.request.method, answer.value.request.post_data_json) == ("POST", {})
+    assert answer.value.status == 200, answer.value.text()
+    expect(detail).to_have_attribute("data-state", "queued")
+    expect(resume).to_have_count(0)
+    expect(detail.locator(".e31-Detail-attempts")).to_have_text(
+        re.compile(r"^resumed 1 time; earlier run: failed \(timeout: ran longer than max_runtime")
+    )
+    assert api.job(job["id"])["state"] == "queued"
+    screenshot(page, "detail-resumed")
+
+    # It runs from its checkpoint, and runs out of time again: resumable again. Resumed elsewhere
+    # meanwhile (a terminal) by the time the button's request arrives, the server's refusal shows.
+    (lab.root / "gate-resume-blocker").touch()
+    expect(detail).to_have_attribute("data-state", "failed", timeout=JOB_END_WAIT)
+    again = api.job(job["id"])
+    assert again["reason"].startswith("timeout") and again["last_checkpoint"], why(lab.data_dir, again)
+    expect(detail.locator(".e31-Detail-attempts")).to_contain_text("resumed 1 time")
+    hold_gpus(lab, api, "resume-blocker-2")
+
+    def resumed_elsewhere_first(route):
+        api.resume(job["id"])
+        route.continue_()
+
+    page.route(resume_url, resumed_elsewhere_first)
+    with page.expect_response(resume_url) as answer:
+        resume.click()
+    assert answer.value.status == 409, answer.value.text()
+    refused = page.locator(".jp-Dialog").filter(has_text="Cannot resume the job")
+    expect(refused).to_contain_text(answer.value.json()["message"])  # word for word
+    screenshot(page, "resume-refused")
+    refused.locator(".jp-Dialog-button.jp-mod-reject").click()  # "Close"
+    expect(detail).to_have_attribute("data-state", "queued")
+    expect(resume).to_have_count(0)
+    expect(detail.locator(".e31-Detail-attempts")).to_contain_text("resumed 2 times")
