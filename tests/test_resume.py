@@ -175,3 +175,45 @@ def test_a_job_without_checkpoints_is_not_suspended(client, tmp_path):
         client.suspend(job["id"])
     assert client.job(job["id"])["state"] == "running"
     client.cancel(job["id"])
+
+
+LOOP = """import pathlib, time
+import e31_jupyter.job as job
+runs = pathlib.Path({runs!r})
+start = job.restore("step", 0)
+runs.open("a").write(f"start {{start}} resumed {{job.resumed()}}\\n")
+for step in range(start, 12):
+    runs.open("a").write(f"{{step}}\\n")
+    time.sleep(0.3)
+    job.checkpoint(step + 1, "step")
+"""
+
+
+def test_a_long_cell_that_saves_its_own_progress_resumes_where_it_had_got_to(start_server, tmp_path):
+    """Within one long cell, e31_jupyter.job.checkpoint keeps what a cell's end cannot: the cell
+    outlasts the suspend's grace and is stopped, and the resumed run restores its last step."""
+    server = start_server(extra_args=["--E31.suspend_grace=1"])
+    client = E31Client(server.url, server.token)
+    runs = tmp_path / "runs.txt"
+    notebook = write_notebook(tmp_path / "loop.ipynb", LOOP.format(runs=str(runs)))
+    job = client.submit(path=str(notebook), gpus=1, checkpoint=True)
+    wait_for(lambda: "3" in (runs.read_text().split() if runs.exists() else []), timeout=90, what="step 3")
+    client.suspend(job["id"])
+    paused = wait_state(client, job["id"], "suspended", "failed", "succeeded", "cancelled")
+    assert paused["state"] == "suspended" and "outlasted the grace period" in paused["reason"], paused["reason"]
+
+    resumed = client.resume(job["id"])
+    assert any(
+        "at the start, with the objects its code saved" in t["reason"] for t in client.job(job["id"])["transitions"]
+    )
+    done = wait_state(client, job["id"], "succeeded", "failed")
+    assert done["state"] == "succeeded", done["reason"]
+    lines = runs.read_text().splitlines()
+    second = next(i for i, line in enumerate(lines) if line.startswith("start") and i > 0)
+    assert lines[0] == "start 0 resumed False"
+    restarted_at = int(lines[second].split()[1])
+    assert lines[second] == f"start {restarted_at} resumed True" and restarted_at >= 3
+    first_run, second_run = [int(s) for s in lines[1:second]], [int(s) for s in lines[second + 1 :]]
+    assert second_run == list(range(restarted_at, 12))  # from where it had got to, not from 0
+    assert first_run[:restarted_at] == list(range(restarted_at))  # each saved step ran once
+    assert resumed["id"] == job["id"]

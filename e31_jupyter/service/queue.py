@@ -250,7 +250,7 @@ class Queue:
         if "deadline" not in changes and job.deadline is not None and job.deadline <= now:
             fields["deadline"] = None
             warnings.append("its deadline had passed: it is resumed without one (give --deadline for another)")
-        reason = f"resumed by {caller.name} from its checkpoint after {after}"
+        reason = f"resumed by {caller.name} from its checkpoint {after}"
         if not resumption.back_in_line(self.store, jobdir, job, reason, now, Cause.USER, {}, **fields):
             raise Conflict(f"Job {job_id} changed while it was being resumed; look at it again (e31 status {job_id}).")
         if revision is not None:

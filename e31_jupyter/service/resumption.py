@@ -17,13 +17,15 @@ from e31_jupyter.service.store import Store
 
 
 def checkpoint_words(jobdir: JobDir) -> str | None:
-    """The words for the cell the job's checkpoint follows ("cell 2 ('b = a + 1')"); None when
-    it has no checkpoint."""
+    """The words for where the job's checkpoint resumes it: "after cell 2 ('b = a + 1')", or
+    "at the start, with the objects its code saved" (``e31_jupyter.job.checkpoint``, no cell
+    having finished); None when it has no checkpoint."""
     info = checkpoint.read_info(jobdir.checkpoint)
     if info is None:
-        return None
+        saved = jobdir.saved_objects.is_dir() and any(jobdir.saved_objects.iterdir())
+        return "at the start, with the objects its code saved (e31_jupyter.job.checkpoint)" if saved else None
     cells = (jobdir.read_json(jobdir.executed_notebook) or {}).get("cells") or []
-    return cell_words(cells, info.after_cell)
+    return f"after {cell_words(cells, info.after_cell)}"
 
 
 def back_in_line(
@@ -49,6 +51,6 @@ def after_loss(store: Store, jobdir: JobDir, job: JobRecord, lost_at: float, now
     if words is None or job.stop_requested is not None:
         return False
     lost = "lost: its process ended while no server watched, without writing a result"
-    reason = f"{lost}; back in line to resume from its checkpoint after {words}"
+    reason = f"{lost}; back in line to resume from its checkpoint {words}"
     ended = {"finished_at": max(lost_at, job.started_at or lost_at), "state": JobState.FAILED, "reason": lost}
     return back_in_line(store, jobdir, job, reason, now, Cause.RESTART, ended)
