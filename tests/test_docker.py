@@ -200,6 +200,34 @@ def test_cancel_stops_the_container_within_the_grace_period_and_removes_it(engin
     assert engine.job_containers(job["id"]) == []
 
 
+PAUSED_CELLS = (
+    "import pathlib\nruns = pathlib.Path('runs.txt')\nruns.open('a').write('c1\\n')\na = 41",
+    "import time\nruns.open('a').write('c2\\n')\ntime.sleep(3)",
+    "runs.open('a').write('c3\\n')\nb = a + 1",
+    "runs.open('a').write('c4\\n')\nassert b == 42",
+)
+
+
+def test_a_container_job_suspended_at_a_cells_end_resumes_after_it(engine, start_docker_server, tmp_path):
+    """The worker in the container gets the suspend (SIGUSR1), ends its cell, saves a checkpoint
+    (the kernel imports e31 from the package mounted read-only), and the resumed run goes on."""
+    server = start_docker_server()
+    client = E31Client(server.url, server.token)
+    job = client.submit(path=str(write_notebook(tmp_path / "paused.ipynb", *PAUSED_CELLS)), checkpoint=True)
+    runs = server.data_dir / "jobs" / job["id"] / "work" / "runs.txt"
+    wait_for(lambda: runs.exists() and "c2" in runs.read_text(), timeout=90, what="the second cell")
+    client.suspend(job["id"])
+    paused = wait_state(client, job["id"], "suspended", "failed", "succeeded", "cancelled")
+    assert paused["state"] == "suspended" and "checkpoint after cell 2" in paused["reason"], paused["reason"]
+    assert runs.read_text().split() == ["c1", "c2"]
+    wait_for(lambda: engine.job_containers(job["id"]) == [], timeout=20, what="its container to go")
+
+    client.resume(job["id"])
+    done = wait_state(client, job["id"], "succeeded", "failed")
+    assert done["state"] == "succeeded", done["reason"]
+    assert runs.read_text().split() == ["c1", "c2", "c3", "c4"]
+
+
 def test_a_restarted_server_adopts_running_containers_and_finds_ended_ones(engine, start_docker_server, tmp_path):
     """Also a container whose handle the server never recorded: it is found by its job label."""
     notebook = write_notebook(tmp_path / "gated.ipynb", GATE, "open('done.txt', 'w').write('done')")
