@@ -58,6 +58,13 @@ def resumed() -> bool:
     return job_dir is not None and JobDir(job_dir).attempt.is_file()
 
 
+def stopping() -> bool:
+    """Whether the job has been asked to stop at its cell's end (``e31 suspend``): a long cell
+    may then save what it needs (``checkpoint``) and end early, so that the job's own checkpoint
+    after it is taken. The kernel is told by SIGUSR1; code may install its own handler instead."""
+    return os.environ.get("E31_STOPPING") == "1"
+
+
 def _folder(name: str) -> Path | None:
     if not isinstance(name, str) or not name.isidentifier() or name.startswith("_"):
         raise InvalidRequest(

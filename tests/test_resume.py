@@ -217,3 +217,26 @@ def test_a_long_cell_that_saves_its_own_progress_resumes_where_it_had_got_to(sta
     assert second_run == list(range(restarted_at, 12))  # from where it had got to, not from 0
     assert first_run[:restarted_at] == list(range(restarted_at))  # each saved step ran once
     assert resumed["id"] == job["id"]
+
+
+def test_a_long_cell_sees_the_suspend_and_ends_early_so_its_checkpoint_follows_it(start_server, tmp_path):
+    server = start_server()
+    client = E31Client(server.url, server.token)
+    runs = tmp_path / "runs.txt"
+    loop = (
+        f"import pathlib, time\nimport e31_jupyter.job as job\nruns = pathlib.Path({str(runs)!r})\n"
+        "for step in range(600):\n    runs.open('a').write(f'{step}\\n')\n    time.sleep(0.1)\n"
+        "    if job.stopping():\n        runs.open('a').write('stopping\\n')\n        break\n"
+    )
+    notebook = write_notebook(tmp_path / "early.ipynb", loop, "runs.open('a').write('after\\n')")
+    job = client.submit(path=str(notebook), gpus=1, checkpoint=True)
+    wait_for(lambda: "5" in (runs.read_text().split() if runs.exists() else []), timeout=90, what="step 5")
+    client.suspend(job["id"])
+    paused = wait_state(client, job["id"], "suspended", "failed", "succeeded", "cancelled")
+    assert paused["state"] == "suspended" and "checkpoint after cell 1" in paused["reason"], paused["reason"]
+    assert runs.read_text().split()[-1] == "stopping"  # the cell saw it and ended itself, long before 600 steps
+
+    client.resume(job["id"])
+    done = wait_state(client, job["id"], "succeeded", "failed")
+    assert done["state"] == "succeeded", done["reason"]
+    assert runs.read_text().split()[-2:] == ["stopping", "after"]  # the loop did not run again

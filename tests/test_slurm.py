@@ -299,6 +299,40 @@ def test_a_cell_runs_through_slurm_and_is_collected(start_slurm_server, slurm, t
         kernel.stop()
 
 
+PAUSED_CELLS = (
+    "import pathlib\nruns = pathlib.Path('runs.txt')\nruns.open('a').write('c1\\n')\na = 41",
+    "import time\nruns.open('a').write('c2\\n')\ntime.sleep(3)",
+    "runs.open('a').write('c3\\n')\nb = a + 1",
+    "runs.open('a').write('c4\\n')\nassert b == 42",
+)
+
+
+def test_a_slurm_job_suspended_at_a_cells_end_is_resubmitted_to_slurm_when_resumed(client, server, slurm, tmp_path):
+    job = client.submit(path=str(write_notebook(tmp_path / "paused.ipynb", *PAUSED_CELLS)), gpus=1, checkpoint=True)
+    runs = server.data_dir / "jobs" / job["id"] / "work" / "runs.txt"
+    wait_for(lambda: runs.exists() and "c2" in runs.read_text(), timeout=120, what="the second cell")
+    first_slurm_id = _slurm_id(server, job["id"])
+    client.suspend(job["id"])  # scancel --batch --signal=USR1: the worker ends its cell, saves, stops
+    paused = wait_state(client, job["id"], "suspended", "failed", "succeeded", "cancelled", timeout=120)
+    assert paused["state"] == "suspended" and "checkpoint after cell 2" in paused["reason"], paused["reason"]
+    assert runs.read_text().split() == ["c1", "c2"]
+
+    client.resume(job["id"])
+    done = wait_state(client, job["id"], "succeeded", "failed", timeout=120)
+    assert done["state"] == "succeeded", done["reason"]
+    assert runs.read_text().split() == ["c1", "c2", "c3", "c4"]
+    assert _slurm_id(server, job["id"]) != first_slurm_id  # a new Slurm job for the same e31 job
+    assert [a["state"] for a in done["attempts"]] == ["suspended"]
+
+
+def _slurm_id(server, job_id: str) -> str:
+    import json
+    import sqlite3
+
+    with sqlite3.connect(server.data_dir / "e31.sqlite") as db:
+        return json.loads(db.execute("SELECT handle FROM jobs WHERE id = ?", (job_id,)).fetchone()[0])["slurm_id"]
+
+
 def test_slurm_refusing_a_job_creates_none_and_says_why(start_slurm_server, tmp_path, gated):
     for options, message in (
         (["--E31.slurm_partition=nope"], "Invalid partition name specified"),

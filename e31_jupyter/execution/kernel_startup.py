@@ -8,6 +8,11 @@
 # widget leaves only its first line (0%) there. tqdm itself is imported only by a cell that asks
 # for it; tqdm.notebook, asked for by name, is left as it is.
 #
+# And: SIGUSR1, which the worker passes on when the job is asked to stop at its cell's end
+# (e31 suspend), sets E31_STOPPING in the kernel's environment instead of ending the kernel, so
+# that code in a long cell can see it (e31_jupyter.job.stopping()) and end its cell early. Code
+# may install a handler of its own for SIGUSR1, as for Slurm's --signal.
+#
 # No docstring and no names left behind: a docstring would set __doc__ in the user's namespace.
 
 
@@ -37,9 +42,20 @@ def _e31_text_progress_bars():
         del os.environ["PYTHONSTARTUP"]
 
 
+def _e31_note_stop_requests():
+    import os
+    import signal
+
+    def stopping(signum, frame):
+        os.environ["E31_STOPPING"] = "1"
+
+    signal.signal(signal.SIGUSR1, stopping)
+
+
 try:
     _e31_text_progress_bars()
+    _e31_note_stop_requests()
 except Exception:  # never stop a job's kernel from starting
     pass
 finally:
-    del _e31_text_progress_bars
+    del _e31_text_progress_bars, _e31_note_stop_requests

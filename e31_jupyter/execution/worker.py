@@ -131,6 +131,12 @@ def start_kernel(name: str, cwd: Path, manager_class):
     return kernel
 
 
+def _kernel_pid(kernel) -> list[int]:
+    """The kernel process's pid ([] when not known: a provisioner without a local process)."""
+    process = getattr(getattr(kernel, "provisioner", None), "process", None)
+    return [process.pid] if process is not None and getattr(process, "pid", None) else []
+
+
 def _exit_status(kernel) -> list[int]:
     """The kernel process's exit status, once it has ended: [] while it runs (or never started)."""
     process = getattr(getattr(kernel, "provisioner", None), "process", None)
@@ -177,6 +183,16 @@ def _on_sigterm(signum, frame):
 
 # Set on SIGUSR1 (``e31 suspend``): the engine stops at the running cell's end, saving a checkpoint.
 SUSPEND_ASKED = threading.Event()
+KERNEL_PIDS: list[int] = []  # the job's kernel, told too (kernel_startup.py: e31_jupyter.job.stopping())
+
+
+def _on_sigusr1(signum, frame):
+    SUSPEND_ASKED.set()
+    for pid in KERNEL_PIDS:
+        try:
+            os.kill(pid, signal.SIGUSR1)
+        except OSError:
+            pass  # it has ended
 
 
 def run(jobdir: JobDir) -> dict:
@@ -200,6 +216,7 @@ def run(jobdir: JobDir) -> dict:
         try:
             # The kernel boots (about a second) while papermill's world is imported here.
             kernel = start_kernel(spec["kernel"], jobdir.work, _job_kernels(sockets, kernel_exits))
+            KERNEL_PIDS.extend(_kernel_pid(kernel))
             import nbformat
             import papermill
             from papermill.engines import papermill_engines
@@ -417,7 +434,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     skip_iri_parsers()  # before papermill imports jsonschema: ~2 s less per job
     signal.signal(signal.SIGTERM, _on_sigterm)
-    signal.signal(signal.SIGUSR1, lambda signum, frame: SUSPEND_ASKED.set())
+    signal.signal(signal.SIGUSR1, _on_sigusr1)
     # papermill logs what the cells print at INFO: that is the job's log, so let it through
     logging.basicConfig(level=logging.INFO, format="%(message)s", stream=sys.stdout)
     manifest = run(JobDir(argv[0]))

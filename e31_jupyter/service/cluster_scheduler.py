@@ -28,7 +28,7 @@ from e31_jupyter.service.job_files import JobFiles, Retention
 from e31_jupyter.service.job_record import JobRecord
 from e31_jupyter.service.leadership import Leadership
 from e31_jupyter.service.policy_input import standing_of
-from e31_jupyter.service.scheduler import Device, after_work_reason, cancelled_reason
+from e31_jupyter.service.scheduler import Device, after_work_reason, cancelled_reason, suspended_reason
 from e31_jupyter.service.settings import Settings
 from e31_jupyter.service.store import Store
 
@@ -100,10 +100,8 @@ class ClusterScheduler:
     async def cancel(self, job: JobRecord, by: str, request: StopRequest = StopRequest.CANCEL) -> None:
         job_id = job.id
         if request == StopRequest.SUSPEND:
-            raise Conflict(
-                f"Job {job_id} runs on Slurm, and this version suspends only jobs of the local and docker "
-                f"backends. Cancel it (e31 cancel {job_id}) if its GPUs are needed."
-            )
+            await self._suspend(job, by)
+            return
         if job.state in FINAL_STATES:
             raise Conflict(f"Job {job_id} has already ended ({job['state']}); there is nothing to cancel.")
         if not job.handle:  # still being handed over: it is withdrawn once it has a handle
@@ -117,6 +115,25 @@ class ClusterScheduler:
             job_id, stop_requested=StopRequest.CANCEL, stop_by=by, reason=f"cancelling: cancelled by {by}"
         )
         await asyncio.to_thread(self.backend.cancel, job_id, job.handle)
+        self.poll_soon(force=True)
+
+    async def _suspend(self, job: JobRecord, by: str) -> None:
+        """SIGUSR1 to a running job's worker; ``scancel`` if it has not ended within the grace."""
+        if job.state != JobState.RUNNING or not job.handle:
+            raise Conflict(f"Job {job.id} is not running on the cluster yet: there is nothing to suspend.")
+        if job.stop_requested:
+            raise Conflict(f"Job {job.id} is already being stopped ({job.stop_requested}).")
+        reason = f"suspending: asked by {by}; it stops at its cell's end, with a checkpoint"
+        self.store.update(job.id, stop_requested=StopRequest.SUSPEND, stop_by=by, reason=reason)
+        handle = job.handle
+        await asyncio.to_thread(self.backend.suspend, job.id, handle)
+
+        def stop_if_still_running() -> None:
+            still = self.store.get(job.id)
+            if still is not None and still.state == JobState.RUNNING and still.handle == handle:
+                asyncio.get_running_loop().run_in_executor(None, self.backend.cancel, job.id, handle)
+
+        asyncio.get_running_loop().call_later(self.settings.suspend_grace_s, stop_if_still_running)
         self.poll_soon(force=True)
 
     def _handles_of_active(self, after: list[str]) -> list[dict]:
@@ -274,6 +291,11 @@ class ClusterScheduler:
             return status.state, cancelled_reason(job)
         jobdir = self.files.jobdir(job.id)
         manifest = jobdir.read_json(jobdir.manifest) or {}
+        if job.stop_requested == StopRequest.SUSPEND and manifest.get("status") not in (
+            JobState.SUCCEEDED,
+            JobState.FAILED,
+        ):
+            return JobState.SUSPENDED, suspended_reason(job, manifest)
         if status.state == JobState.FAILED and manifest.get("status") == JobState.FAILED:
             return status.state, manifest.get("reason") or status.reason
         if status.state == JobState.SUCCEEDED and manifest.get("status") == JobState.SUCCEEDED:

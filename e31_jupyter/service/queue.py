@@ -11,6 +11,7 @@ share one data directory: all submit and read through the store, one of them sch
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import os
 import secrets
 import shutil
@@ -239,8 +240,9 @@ class Queue:
         return self.views.describe(self.store.job(job_id))
 
     async def resume(self, caller: Caller, job_id: str, changes: dict) -> dict:
-        """Put a failed or suspended job back in line to continue from its last checkpoint, with ``changes`` (RESUME_CHANGES) to its request. It keeps its id, its
-        files, its history and its meter: the run that ended becomes one of its attempts."""
+        """Put a failed or suspended job back in line to continue from its last checkpoint, with
+        ``changes`` (RESUME_CHANGES) to its request. It keeps its id, its files, its history and
+        its meter: the run that ended becomes one of its attempts. A cluster takes it again."""
         job = self.views.visible_job(caller, job_id)
         jobdir, after = self._resumable(job, changes)
         now = self.clock()
@@ -251,6 +253,12 @@ class Queue:
             fields["deadline"] = None
             warnings.append("its deadline had passed: it is resumed without one (give --deadline for another)")
         reason = f"resumed by {caller.name} from its checkpoint {after}"
+        jobdir.start_again()  # before a cluster takes it: its worker may start at once
+        request = revision.request if revision else job.request
+        if "deadline" in fields and fields["deadline"] is None:
+            request = dataclasses.replace(request, deadline=None)
+        spec = JobSpec(**{**job.spec, **(revision.spec_changes if revision else {})}, request=request)
+        fields.update(await self.scheduler.hand_over(job_id, spec))
         if not resumption.back_in_line(self.store, jobdir, job, reason, now, Cause.USER, {}, **fields):
             raise Conflict(f"Job {job_id} changed while it was being resumed; look at it again (e31 status {job_id}).")
         if revision is not None:
@@ -273,11 +281,6 @@ class Queue:
             raise Conflict(
                 f"Job {job.id} is {job.state}; only a job that was suspended, or that failed (out of time, lost, "
                 f"or a cell raised), can be resumed. To run it again from the top: e31 resubmit {job.id}."
-            )
-        if self.backend_name in CLUSTER_BACKENDS:
-            raise Conflict(
-                f"Job {job.id} ran on {self.backend_name}, and this version resumes only jobs of the "
-                f"local and docker backends. Start it over: e31 resubmit {job.id}."
             )
         jobdir = self.files.readable(job)
         after = resumption.checkpoint_words(jobdir)

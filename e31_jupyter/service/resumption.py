@@ -38,8 +38,8 @@ def back_in_line(
     attempt = meter.attempt({**job, **ended})
     return store.transition(
         job.id, (job.state,), JobState.QUEUED, reason, now, cause=cause, attempts=[*job.attempts, attempt],
-        started_at=None, released_at=None, finished_at=None, granted=[], handle=None, result={},
-        stop_requested="", stop_by="", **fields,
+        **{"started_at": None, "released_at": None, "finished_at": None, "granted": [], "handle": None,
+           "result": {}, "stop_requested": "", "stop_by": "", "node": None, "position": None, **fields},
     )  # fmt: skip
 
 

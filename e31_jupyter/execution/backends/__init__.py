@@ -118,6 +118,10 @@ class ClusterBackend(Protocol):
 
     def cancel(self, job_id: str, handle: dict) -> None: ...
 
+    def suspend(self, job_id: str, handle: dict) -> None:
+        """Ask the job's worker to stop at its cell's end, saving a checkpoint (SIGUSR1)."""
+        ...
+
     def poll(self, handles: dict[str, dict]) -> dict[str, BackendStatus]:
         """What the cluster says of each job."""
         ...

@@ -224,6 +224,10 @@ class SlurmBackend:
     def cancel(self, job_id: str, handle: dict) -> None:
         self._run(["scancel", handle["slurm_id"]])
 
+    def suspend(self, job_id: str, handle: dict) -> None:
+        """SIGUSR1 to the worker (the batch script ``exec``s it): it stops at its cell's end."""
+        self._run(["scancel", "--batch", "--signal=USR1", handle["slurm_id"]])
+
     def poll(self, handles: dict[str, dict]) -> dict[str, BackendStatus]:
         """What Slurm says of each job; jobs it has forgotten entirely are left out (or, when
         their worker left a manifest, described by it)."""
