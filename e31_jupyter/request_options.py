@@ -88,6 +88,7 @@ class Option:
     type: Callable[[str], Any] | None = None
     metavar: str | tuple[str, ...] | None = None
     nargs: int | str | None = None
+    choices: tuple[str, ...] | None = None
     action: str | builtins.type[argparse.Action] | None = None  # a name, or a class (--x/--no-x)
     dest: str | None = None
     to_field: Callable[[Any], Any] | None = None  # the value as the body carries it, where not as given
@@ -179,6 +180,12 @@ OPTION_LIST: tuple[Option, ...] = (
         helps={CELL: "save the kernel's variables at cell ends, so that the job can be resumed (e31 resume)"},
     ),
     Option(
+        ("--on-timeout",),
+        "when --max-runtime is up: fail, or suspend (end the running cell, keep a checkpoint, wait for "
+        "e31 resume; needs --checkpoint){default}",
+        field="on_timeout", choices=("fail", "suspend"), usual="fail",
+    ),
+    Option(
         ("--output",), "files to collect (repeatable{default})", field="outputs", usual="all it wrote",
         action="append", metavar="GLOB", dest="outputs", helps={CELL: "files to collect"},
     ),
@@ -207,8 +214,8 @@ OPTIONS: dict[str, Option] = {option.name: option for option in OPTION_LIST}  # 
 # What each takes, in the order its help lists them.
 REQUEST = (
     "--parameters", "--parameters-raw", "--parameters-yaml", "--parameters-file", "--gpus", "--max-runtime",
-    "--expected-runtime", "--deadline", "--after", "--name", "--team", "--kernel", "--checkpoint", "--output",
-    "--report",
+    "--expected-runtime", "--deadline", "--after", "--name", "--team", "--kernel", "--checkpoint", "--on-timeout",
+    "--output", "--report",
 )  # fmt: skip
 CONTAINER = ("--image", "--memory", "--cpus")  # for queues that run jobs in containers (c.E31.backend = 'docker')
 SUBMIT_OPTIONS = (*REQUEST, "--sweep", "--data", *CONTAINER)
@@ -217,7 +224,7 @@ UPDATE_OPTIONS = ("--gpus", "--max-runtime", "--expected-runtime", "--deadline",
 RESUME_OPTIONS = ("--gpus", "--max-runtime", "--expected-runtime", "--deadline")
 CELL_OPTIONS = (
     "--gpus", "--max-runtime", "--expected-runtime", "--deadline", "--after", "--name", "--team",
-    "--kernel", "--checkpoint", "--output", "--report", "--data", *CONTAINER,
+    "--kernel", "--checkpoint", "--on-timeout", "--output", "--report", "--data", *CONTAINER,
 )  # fmt: skip
 
 
@@ -231,6 +238,7 @@ def add(parser: argparse.ArgumentParser, flags: Iterable[str], use: str = SUBMIT
             for key, value in (
                 ("type", option.type), ("metavar", option.metavar), ("nargs", option.nargs),
                 ("action", option.action), ("dest", option.dest), ("help", option.help_for(use)),
+                ("choices", option.choices),
             )
             if value is not None
         }  # fmt: skip

@@ -240,3 +240,24 @@ def test_a_long_cell_sees_the_suspend_and_ends_early_so_its_checkpoint_follows_i
     done = wait_state(client, job["id"], "succeeded", "failed")
     assert done["state"] == "succeeded", done["reason"]
     assert runs.read_text().split()[-2:] == ["stopping", "after"]  # the loop did not run again
+
+
+def test_a_job_asked_to_suspend_at_its_time_limit_ends_its_cell_and_waits_for_more_time(start_server, tmp_path):
+    server = start_server()
+    client = E31Client(server.url, server.token)
+    runs = tmp_path / "runs.txt"
+    notebook = write_notebook(tmp_path / "limited.ipynb", *(c.format(runs=str(runs)) for c in SUSPENDED_CELLS))
+    with pytest.raises(Exception, match="add --checkpoint"):
+        client.submit(path=str(notebook), on_timeout="suspend")
+    cli = _e31(server, "submit", str(notebook), "--max-runtime", "3", "--checkpoint", "--on-timeout", "suspend")
+    assert cli.returncode == 0, cli.stderr
+    job_id = client.jobs()[0]["id"]
+    paused = wait_state(client, job_id, "suspended", "failed", "succeeded", "cancelled")
+    assert paused["state"] == "suspended", paused["reason"]
+    assert paused["reason"].startswith("suspended at its time limit (3s) at a cell's end")
+    assert runs.read_text().split() == ["c1", "c2"]  # the cell running at the limit ended, the next did not start
+
+    client.resume(job_id, max_runtime=60)
+    done = wait_state(client, job_id, "succeeded", "failed")
+    assert done["state"] == "succeeded", done["reason"]
+    assert runs.read_text().split() == ["c1", "c2", "c3", "c4"]

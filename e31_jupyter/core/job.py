@@ -192,6 +192,7 @@ class JobSpec:
     after: list[str] = field(default_factory=list)  # jobs that must succeed before it starts (dependencies.py)
     checkpoint: bool = False  # save the kernel at cell ends, so that it can be resumed (checkpoint.py)
     checkpoint_share: float = 0.05  # the most of the run time since the last checkpoint one may cost
+    on_timeout: str = "fail"  # ON_TIMEOUT: fail, or suspend (with its checkpoint) when max_runtime is up
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -200,7 +201,7 @@ class JobSpec:
 _SUBMIT_FIELDS = {
     "path", "notebook", "notebook_name", "folder", "parameters", "data", "gpus", "max_runtime",
     "expected_runtime", "deadline", "name", "team", "outputs", "reports", "inputs", "fingerprint",
-    "image", "memory", "cpus", "after", "kernel", "checkpoint",
+    "image", "memory", "cpus", "after", "kernel", "checkpoint", "on_timeout",
 }  # fmt: skip
 _CONTAINER_FIELDS = ("image", "memory", "cpus")
 
@@ -457,6 +458,22 @@ def server_path(text: str, root_dir: Path, field_name: str) -> Path:
     except RuntimeError:  # ~someone who has no home here
         raise InvalidRequest(f"{field_name}: cannot find the home folder in {text!r}; give the full path.") from None
     return path if path.is_absolute() else root_dir / path
+
+
+ON_TIMEOUT_SUSPEND = "suspend"
+ON_TIMEOUT = ("fail", ON_TIMEOUT_SUSPEND)
+
+
+def validate_on_timeout(body: dict, checkpoint: bool) -> str:
+    """What a job does when its max_runtime is up: fail, or suspend (which needs checkpoints)."""
+    value = body.get("on_timeout") or "fail"
+    if value not in ON_TIMEOUT:
+        raise InvalidRequest(f"on_timeout: {value!r} is not one of {', '.join(ON_TIMEOUT)}.")
+    if value == ON_TIMEOUT_SUSPEND and not checkpoint:
+        raise InvalidRequest(
+            "on_timeout: suspend keeps the work through a checkpoint, and this job takes none; add --checkpoint."
+        )
+    return value
 
 
 def validate_flag(body: dict, key: str, default: bool) -> bool:

@@ -17,12 +17,14 @@ from typing import Any
 from e31_jupyter.core.after import ENDED_OTHERWISE, validate_after
 from e31_jupyter.core.errors import E31Error, InvalidRequest
 from e31_jupyter.core.job import (
+    ON_TIMEOUT_SUSPEND,
     JobSpec,
     Limits,
     Request,
     iso,
     validate_flag,
     validate_image,
+    validate_on_timeout,
     validate_outputs,
     validate_parameters,
     validate_request,
@@ -111,6 +113,12 @@ class Admission:
         kernel = kernel_of(notebook, kernels, body.get("kernel"))
         # Reading a long notebook's code takes a while: off the event loop.
         warnings += await asyncio.to_thread(notebook_warnings, notebook, kernel, parameters, folder, data)
+        checkpoint = validate_flag(body, "checkpoint", self._settings.checkpoint_default)
+        if body.get("on_timeout") == ON_TIMEOUT_SUSPEND and self._settings.inventory is None:
+            raise InvalidRequest(
+                "on_timeout: on Slurm the cluster ends a job at its time limit; suspend it before "
+                "(e31 suspend), or give it more time (--max-runtime)."
+            )
         spec = JobSpec(
             name=validate_text(body, "name") or notebook_name.removesuffix(".ipynb"),
             notebook_name=notebook_name,
@@ -124,8 +132,9 @@ class Admission:
             image=validate_image(body, limits),
             max_output_bytes=self._settings.max_output_bytes,
             after=after,
-            checkpoint=validate_flag(body, "checkpoint", self._settings.checkpoint_default),
+            checkpoint=checkpoint,
             checkpoint_share=self._settings.checkpoint_share,
+            on_timeout=validate_on_timeout(body, checkpoint),
         )
         return Proposal(spec, notebook, data, inputs, warnings)
 

@@ -45,7 +45,7 @@ RESUME_CHANGES = ("gpus", "max_runtime", "expected_runtime", "deadline")
 # What a resubmit may change; the rest comes from the earlier job.
 RESUBMIT_CHANGES = frozenset({
     "gpus", "max_runtime", "expected_runtime", "deadline", "name", "team", "parameters", "outputs", "reports",
-    "after", "kernel", "checkpoint",
+    "after", "kernel", "checkpoint", "on_timeout",
 })  # fmt: skip
 
 

@@ -26,7 +26,7 @@ from e31_jupyter.core import policy
 from e31_jupyter.core.after import broken_reason
 from e31_jupyter.core.errors import Conflict, E31Error
 from e31_jupyter.core.forecast import Forecast
-from e31_jupyter.core.job import JobSpec
+from e31_jupyter.core.job import ON_TIMEOUT_SUSPEND, JobSpec
 from e31_jupyter.core.queue_order import Line
 from e31_jupyter.core.states import Cause, JobState, StopRequest
 from e31_jupyter.core.text import format_seconds
@@ -46,6 +46,7 @@ from e31_jupyter.service.store import Store
 log = logging.getLogger("e31")
 
 TIMED_PASS_S = 1.0  # how often it schedules with nothing new (deadlines become hopeless)
+TIME_LIMIT = "(time limit)"  # who asked a job to suspend when its max_runtime was up (--on-timeout suspend)
 PASS_GAP_S = 0.05  # submits and cancels closer than this (or than 2 passes' time) share one pass
 RELEASE_POLL_S = 0.05  # how often a running job's folder is looked at for the sign its kernel ended
 
@@ -149,11 +150,19 @@ class LocalScheduler:
         for job in self.store.jobs((JobState.RUNNING,)):
             if job.id in self._stopping:
                 continue
-            if job.stop_requested:
-                self._stop(job.id, job.handle)
+            if job.stop_requested:  # asked of another server, or before a restart
+                self._stop(job.id, job.handle, suspend=job.stop_requested == StopRequest.SUSPEND)
             elif now > (job.started_at or now) + job.max_runtime_s:  # a running job has started_at
-                self.store.update(job.id, stop_requested=StopRequest.TIMEOUT)
-                self._stop(job.id, job.handle)
+                suspend = job.spec.get("on_timeout") == ON_TIMEOUT_SUSPEND
+                if suspend:
+                    limit = format_seconds(job.max_runtime_s)
+                    reason = (
+                        f"suspending: its time limit ({limit}) is up; it stops at its cell's end, with a checkpoint"
+                    )
+                    self.store.update(job.id, stop_requested=StopRequest.SUSPEND, stop_by=TIME_LIMIT, reason=reason)
+                else:
+                    self.store.update(job.id, stop_requested=StopRequest.TIMEOUT)
+                self._stop(job.id, job.handle, suspend=suspend)
         # Submits and cancels of other servers show as a new store version: schedule at once.
         # Otherwise a pass a second is enough to expire jobs whose deadlines became hopeless.
         version = self.store.version()[0]
@@ -473,6 +482,8 @@ def suspended_reason(job: JobRecord, manifest: dict | None) -> str:
     """Why a job that was asked to suspend stopped where it did: at a cell's end with its
     checkpoint, or, the cell outlasting the grace period, stopped in it (its last checkpoint stands)."""
     by = f" by {job.stop_by}" if job.stop_by else ""
+    if job.stop_by == TIME_LIMIT:
+        by = f" at its time limit ({format_seconds(job.max_runtime_s)})"
     if manifest and manifest.get("status") == JobState.SUSPENDED:
         return f"{JobState.SUSPENDED}{by} at a cell's end; {manifest.get('reason', '')}"
     stopped = "the running cell outlasted the grace period and was stopped; its last checkpoint stands"

@@ -245,6 +245,7 @@ def body_again(jobdir: JobDir, spec: dict) -> dict:
         "outputs": spec.get("outputs") or [],
         "kernel": spec["kernel"],  # what it ran on, named with --kernel or by its notebook
         "checkpoint": spec.get("checkpoint", False),
+        "on_timeout": spec.get("on_timeout", "fail"),
     }  # fmt: skip
     if spec.get("reports") is not None:
         body["reports"] = spec["reports"]

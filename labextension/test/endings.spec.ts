@@ -47,6 +47,17 @@ describe('EndingsTracker', () => {
     expect(tracker.takeNew([again])).toEqual([]);
   });
 
+  it('announces a suspend, then the end of the run it was resumed for', () => {
+    const tracker = new EndingsTracker(new MemoryStorage(), 'k');
+    tracker.takeNew([]);
+    const suspended = job({ state: 'suspended', finished_at: iso(T) });
+    expect(tracker.takeNew([suspended]).map(j => j.state)).toEqual(['suspended']);
+    expect(tracker.takeNew([suspended])).toEqual([]);
+    expect(tracker.takeNew([{ ...suspended, state: 'running', finished_at: null }])).toEqual([]);
+    const done = { ...suspended, state: 'succeeded' as const, finished_at: iso(T + 60000) };
+    expect(tracker.takeNew([done]).map(j => j.state)).toEqual(['succeeded']);
+  });
+
   it('keeps servers and users apart', () => {
     const storage = new MemoryStorage();
     const a = new EndingsTracker(storage, endingsKey('http://a/', 'ada'));

@@ -74,12 +74,15 @@ describe('the submit form', () => {
     const jobs = [
       job({ id: '240603-00000001', name: 'done', state: 'succeeded', submitted_at: at(1) }),
       job({ id: '240603-00000002', name: 'prep', state: 'running', submitted_at: at(2) }),
-      job({ id: '240603-00000003', name: 'next', state: 'queued', submitted_at: at(3) })
+      job({ id: '240603-00000003', name: 'next', state: 'queued', submitted_at: at(3) }),
+      // suspended: to be resumed, so the jobs after it wait on
+      job({ id: '240603-00000004', name: 'paused', state: 'suspended', submitted_at: at(0) }),
+      job({ id: '240603-00000005', name: 'gone', state: 'cancelled', submitted_at: at(4) })
     ];
-    expect(afterChoices(jobs).map(j => j.name)).toEqual(['next', 'prep']);
+    expect(afterChoices(jobs).map(j => j.name)).toEqual(['next', 'prep', 'paused']);
     expect(afterChoiceText(jobs[1])).toBe('prep · running · job 00000002');
     // A change lists the jobs the job already runs after, ended ones too (shown ticked).
-    expect(afterChoices(jobs, ['240603-00000001']).map(j => j.name)).toEqual(['next', 'prep', 'done']);
+    expect(afterChoices(jobs, ['240603-00000001']).map(j => j.name)).toEqual(['next', 'prep', 'done', 'paused']);
     expect(afterChoiceText(jobs[0])).toBe('done · succeeded · job 00000001');
   });
 

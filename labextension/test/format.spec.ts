@@ -1,20 +1,23 @@
 import {
+  STATE_LABELS,
   attemptsWords,
   checkpointWords,
   durationInput,
+  endingNotice,
   expectedWords,
   formatBytes,
   formatDuration,
   formatGpuHours,
   formatTime,
   formatUntil,
+  gpuList,
   jobSummary,
   outlookText,
   progressFraction,
   sweepName,
   valueNote
 } from '../src/model/format';
-import { ISubmitCheck } from '../src/model/types';
+import { ALL_STATES, ISubmitCheck } from '../src/model/types';
 import { job } from './helpers';
 
 describe('format', () => {
@@ -186,6 +189,71 @@ describe('format', () => {
       )
     ).toBe('ran 2m 30s');
     expect(jobSummary(job({ state: 'cancelled', reason: 'cancelled by ada' }), now)).toBe('cancelled by ada');
+  });
+
+  it('names every state', () => {
+    for (const state of ALL_STATES) {
+      expect(STATE_LABELS[state]).toMatch(/^[A-Z][a-z]+$/);
+    }
+    expect(STATE_LABELS.suspended).toBe('Suspended');
+  });
+
+  it('sums up a suspended job, and a running one being suspended or cancelled', () => {
+    const now = Date.parse('2024-06-03T08:10:00Z');
+    const saved = { after_cell: 1, saved_at: '2024-06-03T08:06:00Z', bytes: 2048, cannot_save: {} };
+    const ran = { started_at: '2024-06-03T08:05:00Z', finished_at: '2024-06-03T08:06:00Z' };
+    expect(jobSummary(job({ state: 'suspended', last_checkpoint: saved, ...ran }), now)).toBe(
+      'suspended after cell 2 · ran 1m'
+    );
+    expect(jobSummary(job({ state: 'suspended', last_checkpoint: null }), now)).toBe('suspended');
+    const running = job({
+      state: 'running',
+      started_at: '2024-06-03T08:05:00Z',
+      expected_end: '2024-06-03T08:50:20Z',
+      progress: { cells_done: 1, cells_total: 3 }
+    });
+    const suspending = {
+      ...running,
+      reason: "suspending: asked by ada; it stops at its cell's end, with a checkpoint"
+    };
+    expect(jobSummary(suspending, now)).toBe('cell 2 of 3 · 5m · suspending');
+    expect(jobSummary({ ...running, reason: 'cancelling: cancelled by ada' }, now)).toBe(
+      'cell 2 of 3 · 5m · cancelling'
+    );
+    expect(jobSummary({ ...running, reason: 'anything else' }, now)).toBe('cell 2 of 3 · 5m · ends in 40m');
+  });
+
+  it('announces each ending in its own words, a suspend as neutral news and a cancel not at all', () => {
+    const now = Date.parse('2024-06-03T08:10:00Z');
+    const ran = { started_at: '2024-06-03T08:05:00Z', finished_at: '2024-06-03T08:07:30Z' };
+    const meter = { gpu_seconds: 150, gpu_hours: 150 / 3600, cost: 0 };
+    expect(endingNotice(job({ name: 'a', state: 'succeeded', gpus: ['0'], meter, ...ran }), now)).toEqual({
+      message: 'Job “a” succeeded after 2m 30s (0.04 GPU-h).',
+      type: 'success'
+    });
+    expect(endingNotice(job({ name: 'a', state: 'failed', reason: 'a cell raised' }), now)).toEqual({
+      message: 'Job “a” failed: a cell raised',
+      type: 'error'
+    });
+    expect(endingNotice(job({ name: 'a', state: 'expired' }), now)).toEqual({
+      message: 'Job “a” expired before it could start.',
+      type: 'warning'
+    });
+    const saved = { after_cell: 2, saved_at: '2024-06-03T08:07:00Z', bytes: 2048, cannot_save: {} };
+    expect(endingNotice(job({ name: 'a', state: 'suspended', last_checkpoint: saved, ...ran }), now)).toEqual({
+      message: 'Job “a” is suspended after cell 3, its GPUs given back; resume it from its page.',
+      type: 'info'
+    });
+    expect(endingNotice(job({ name: 'a', state: 'suspended', reason: 'suspended by ada: stopped' }), now)).toEqual({
+      message: 'Job “a” is suspended, its GPUs given back: suspended by ada: stopped',
+      type: 'info'
+    });
+    expect(endingNotice(job({ state: 'cancelled', reason: 'cancelled by ada' }), now)).toBeNull();
+    expect(endingNotice(job({ state: 'running' }), now)).toBeNull();
+  });
+
+  it('lists devices by id', () => {
+    expect([gpuList(['0']), gpuList(['0', '1'])]).toEqual(['GPU 0', 'GPUs 0, 1']);
   });
 
   it('knows progress only when the cell count is known', () => {

@@ -57,6 +57,26 @@ describe('JobsModel', () => {
     s.model.dispose();
   });
 
+  it('counts a suspended job under its own filter, not as active, and stops polling for it', async () => {
+    const running = job({ name: 'train', state: 'running', started_at: '2024-06-03T08:01:00Z' });
+    const failed = job({ state: 'failed', finished_at: '2024-06-03T07:00:00Z' });
+    const s = setup([running, failed]);
+    s.model.refresh();
+    await flush();
+    expect(s.model.hasActive).toBe(true);
+    s.setJobs([{ ...running, state: 'suspended', finished_at: '2024-06-03T08:30:00Z' }, failed]);
+    jest.advanceTimersByTime(1000);
+    await flush();
+    expect(s.model.filter('suspended').map(j => j.name)).toEqual(['train']);
+    expect(s.model.filter('active')).toEqual([]);
+    expect(s.model.countsByFilter()).toMatchObject({ all: 2, active: 0, suspended: 1, failed: 1 });
+    expect(s.model.counts()).toEqual({ running: 0, queued: 0 });
+    expect(s.ended).toEqual(['train:suspended']); // announced, as news
+    expect(s.model.hasActive).toBe(false);
+    expect(s.model.isPolling).toBe(false); // it holds nothing and waits for the user: nothing to follow
+    s.model.dispose();
+  });
+
   it('polls nothing when no view watches and no job is active', async () => {
     const s = setup([job({ state: 'succeeded', finished_at: '2024-06-03T08:00:00Z' })]);
     s.model.refresh();

@@ -96,8 +96,9 @@ export class E31Api {
   }
 
   /**
-   * Put a failed job that took a checkpoint back in line, to continue from its last finished
-   * cell; it keeps its id, files, history and meter. 409 when it did not fail or has no checkpoint.
+   * Put a failed or suspended job that took a checkpoint back in line, to continue from its last
+   * finished cell; it keeps its id, files, history and meter. 409 when it is neither failed nor
+   * suspended, or has no checkpoint.
    */
   resume(id: string, changes: IResumeRequest = {}): Promise<IJob> {
     return this.json(`jobs/${enc(id)}/resume`, { method: 'POST', body: JSON.stringify(changes) });
@@ -106,6 +107,16 @@ export class E31Api {
   /** Change a queued job in place: it keeps its id, its files and the jobs that wait for it. */
   update(id: string, changes: IUpdateRequest): Promise<IJob> {
     return this.json(`jobs/${enc(id)}`, { method: 'PATCH', body: JSON.stringify(changes) });
+  }
+
+  /**
+   * Ask a running job that takes checkpoints to stop at its running cell's end, save a
+   * checkpoint and give its GPUs back; it answers at once, still running (its reason
+   * "suspending: ..."), and is `suspended` once the cell has ended. 409 when it is not running or
+   * takes no checkpoints.
+   */
+  suspend(id: string): Promise<IJob> {
+    return this.json(`jobs/${enc(id)}/suspend`, { method: 'POST' });
   }
 
   cancel(id: string): Promise<IJob> {

@@ -78,6 +78,7 @@ export class JobDetailModel {
         : await this.fetchFiles(job);
       const signature = JSON.stringify([
         job.state,
+        job.reason,
         job.queue_position,
         job.progress,
         job.transitions.length,

@@ -6,7 +6,7 @@
 
 import { durationInput } from './format';
 import { IParameter, changedParameters, fieldText, parameterFromValue } from './parameters';
-import { IJob, IResubmitRequest, ISubmitRequest } from './types';
+import { IJob, IResubmitRequest, ISubmitRequest, isActive } from './types';
 
 export interface ISubmitForm {
   gpus: string;
@@ -90,11 +90,12 @@ export function initialForm(
 
 export const AFTER_CHOICES = 8; // active jobs the dialog lists to run after until asked for all
 
-/** The jobs a job may be set to run after: those still queued or running, and those it already
- * runs after (`current`, a change: shown ticked, whatever their state), newest first. */
+/** The jobs a job may be set to run after: those still queued, running or suspended (to be
+ * resumed: the jobs after it wait on), and those it already runs after (`current`, a change:
+ * shown ticked, whatever their state), newest first. */
 export function afterChoices(jobs: IJob[], current: string[] = []): IJob[] {
   return jobs
-    .filter(job => job.state === 'queued' || job.state === 'running' || current.includes(job.id))
+    .filter(job => isActive(job) || job.state === 'suspended' || current.includes(job.id))
     .sort((a, b) => (b.submitted_at ?? '').localeCompare(a.submitted_at ?? ''));
 }
 

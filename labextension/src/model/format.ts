@@ -2,7 +2,7 @@
  * How numbers and times read in the UI.
  */
 
-import { IAttempt, ICheckpoint, IJob, ISubmitCheck, IValueEntry, JobState } from './types';
+import { IAttempt, ICheckpoint, IJob, ISubmitCheck, IValueEntry, JobState, stopUnderWay } from './types';
 
 /** 5400 -> "1h 30m"; 42 -> "42s"; 90061 -> "1d 1h". Two units at most. */
 export function formatDuration(seconds: number | null | undefined): string {
@@ -53,6 +53,11 @@ export function durationInput(seconds: number | null | undefined): string {
     return h ? `${h}h${m}m` : `${m}m`;
   }
   return String(s);
+}
+
+/** Devices by id: "GPU 0", "GPUs 0, 1". */
+export function gpuList(gpus: string[]): string {
+  return `GPU${gpus.length === 1 ? '' : 's'} ${gpus.join(', ')}`;
 }
 
 /** GPU-hours for people: "0.42 GPU-h", "12.5 GPU-h", "0 GPU-h". */
@@ -176,6 +181,7 @@ export function secondsBetween(from: string | null, to: string | null, now: numb
 export const STATE_LABELS: Record<JobState, string> = {
   queued: 'Queued',
   running: 'Running',
+  suspended: 'Suspended',
   succeeded: 'Succeeded',
   failed: 'Failed',
   cancelled: 'Cancelled',
@@ -199,8 +205,18 @@ export function jobSummary(job: IJob, now: number = Date.now()): string {
     case 'running': {
       const { cells_done, cells_total } = job.progress;
       const cells = cells_total ? `cell ${Math.min(cells_done + 1, cells_total)} of ${cells_total}` : 'starting';
-      const ends = job.expected_end ? ` · ends ${formatUntil(job.expected_end, new Date(now))}` : '';
+      const stopping = stopUnderWay(job);
+      const ends = stopping
+        ? ` · ${stopping}`
+        : job.expected_end
+          ? ` · ends ${formatUntil(job.expected_end, new Date(now))}`
+          : '';
       return `${cells} · ${formatDuration(secondsBetween(job.started_at, null, now))}${ends}`;
+    }
+    case 'suspended': {
+      const where = job.last_checkpoint ? `suspended after cell ${job.last_checkpoint.after_cell + 1}` : 'suspended';
+      const ran = secondsBetween(job.started_at, job.finished_at, now);
+      return ran === null ? where : `${where} · ran ${formatDuration(ran)}`;
     }
     case 'expired':
       return job.reason || 'the deadline could not be met';
@@ -208,6 +224,41 @@ export function jobSummary(job: IJob, now: number = Date.now()): string {
       const ran = secondsBetween(job.started_at, job.finished_at, now);
       return ran === null ? job.reason || STATE_LABELS[job.state].toLowerCase() : `ran ${formatDuration(ran)}`;
     }
+  }
+}
+
+/**
+ * How a job's end is announced: its words and the kind of notification; null for a cancel (the
+ * user or an admin did it: nothing to announce). A suspend is asked for too, but takes until the
+ * running cell ends, and leaves the job to be resumed: a neutral notice says it is done.
+ */
+export function endingNotice(
+  job: IJob,
+  now: number = Date.now()
+): { message: string; type: 'success' | 'error' | 'warning' | 'info' } | null {
+  const name = `Job “${job.name}”`;
+  switch (job.state) {
+    case 'succeeded': {
+      const ran = formatDuration(secondsBetween(job.started_at, job.finished_at, now));
+      const held = job.gpus.length ? ` (${formatGpuHours(job.meter.gpu_hours)}).` : '.';
+      return { message: `${name} succeeded after ${ran}${held}`, type: 'success' };
+    }
+    case 'failed':
+      return { message: `${name} failed${job.reason ? `: ${job.reason}` : '.'}`, type: 'error' };
+    case 'expired':
+      return {
+        message: `${name} expired${job.reason ? `: ${job.reason}` : ' before it could start.'}`,
+        type: 'warning'
+      };
+    case 'suspended': {
+      const saved = job.last_checkpoint;
+      const message = saved
+        ? `${name} is suspended after cell ${saved.after_cell + 1}, its GPUs given back; resume it from its page.`
+        : `${name} is suspended, its GPUs given back${job.reason ? `: ${job.reason}` : '.'}`;
+      return { message, type: 'info' };
+    }
+    default:
+      return null; // cancelled; or not ended
   }
 }
 

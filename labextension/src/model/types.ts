@@ -2,19 +2,61 @@
  * The e31 REST API's nouns, as `e31_jupyter/server/openapi.yaml` describes them.
  */
 
-export type JobState = 'queued' | 'running' | 'succeeded' | 'failed' | 'cancelled' | 'expired';
+export type JobState = 'queued' | 'running' | 'suspended' | 'succeeded' | 'failed' | 'cancelled' | 'expired';
 
-export const ALL_STATES: ReadonlyArray<JobState> = ['queued', 'running', 'succeeded', 'failed', 'cancelled', 'expired'];
+export const ALL_STATES: ReadonlyArray<JobState> = [
+  'queued',
+  'running',
+  'suspended',
+  'succeeded',
+  'failed',
+  'cancelled',
+  'expired'
+];
 
-/** States a job has ended in: it leaves them only when a failed one is resumed (back to queued). */
-export const FINAL_STATES: ReadonlySet<JobState> = new Set<JobState>(['succeeded', 'failed', 'cancelled', 'expired']);
+/**
+ * States a job has stopped in: it leaves them only when a failed or suspended one is resumed
+ * (back to queued), or a suspended one is cancelled. None of them holds GPUs.
+ */
+export const FINAL_STATES: ReadonlySet<JobState> = new Set<JobState>([
+  'suspended',
+  'succeeded',
+  'failed',
+  'cancelled',
+  'expired'
+]);
 
+/** The states a job with a checkpoint can be resumed from. */
+export const RESUMABLE_STATES: ReadonlySet<JobState> = new Set<JobState>(['failed', 'suspended']);
+
+/** Queued or running: it waits for GPUs or holds them. */
 export function isActive(job: { state: JobState }): boolean {
   return job.state === 'queued' || job.state === 'running';
 }
 
 export function isFinal(job: { state: JobState }): boolean {
   return FINAL_STATES.has(job.state);
+}
+
+/** Whether a cancel can still end it: while it waits, runs, or is suspended (then it is not resumed). */
+export function isCancellable(job: { state: JobState }): boolean {
+  return isActive(job) || job.state === 'suspended';
+}
+
+/** Whether it can be resumed from its last checkpoint: it failed or was suspended, and saved one. */
+export function isResumable(job: { state: JobState; last_checkpoint?: ICheckpoint | null }): boolean {
+  return RESUMABLE_STATES.has(job.state) && !!job.last_checkpoint;
+}
+
+/**
+ * A stop under way of a running job, as its reason says ("suspending: asked by ada; ...",
+ * "cancelling: cancelled by ada"); null when none is.
+ */
+export function stopUnderWay(job: { state: JobState; reason: string | null }): 'suspending' | 'cancelling' | null {
+  if (job.state !== 'running' || !job.reason) {
+    return null;
+  }
+  return job.reason.startsWith('suspending') ? 'suspending' : job.reason.startsWith('cancelling') ? 'cancelling' : null;
 }
 
 export interface IUsage {
@@ -56,7 +98,7 @@ export interface IJob {
     deadline: string | null;
     /** The jobs it runs after. */
     after?: string[];
-    /** Whether it saves checkpoints, so that it can be resumed once it failed. */
+    /** Whether it saves checkpoints, so that it can be resumed once it failed, and be suspended. */
     checkpoint?: boolean;
   };
   /** Device ids granted; empty unless the job ran. */

@@ -1,10 +1,10 @@
-/** What the panel and a job's detail view can do to a job: cancel, delete files, change, resubmit, resume. */
+/** What the panel and a job's detail view can do to a job: cancel, suspend, delete files, change, resubmit, resume. */
 
 import { Dialog, showDialog, showErrorMessage } from '@jupyterlab/apputils';
 
 import { errorText } from '../model/api';
 import { jobParameters } from '../model/form';
-import { IJob } from '../model/types';
+import { IJob, isResumable } from '../model/types';
 import { showChangeDialog } from '../widgets/change';
 import { showSubmitDialog } from '../widgets/submit';
 import { IE31Context, IPluginContext } from './context';
@@ -16,10 +16,23 @@ export function cancelJob(ctx: IE31Context, job: IJob): Promise<void> {
     body:
       job.state === 'running'
         ? 'Its processes are stopped, its GPUs go back to the pool and its meter stops.'
-        : 'It leaves the queue. Waiting cost nothing.',
+        : job.state === 'suspended'
+          ? 'It will not be resumed. It holds no GPUs; its files stay.'
+          : 'It leaves the queue. Waiting cost nothing.',
     no: 'Keep it',
     yes: 'Cancel job',
     failed: 'Cannot cancel the job'
+  });
+}
+
+/** Stop a running job at its cell's end, with a checkpoint, its GPUs given back; resumed later. */
+export function suspendJob(ctx: IE31Context, job: IJob): Promise<void> {
+  return afterYes(ctx, job, () => ctx.api.suspend(job.id), {
+    title: `Suspend “${job.name}”?`,
+    body: 'The job finishes its running cell, saves a checkpoint and gives its GPUs back; resume it later.',
+    no: 'Keep it running',
+    yes: 'Suspend job',
+    failed: 'Cannot suspend the job'
   });
 }
 
@@ -28,7 +41,8 @@ export function deleteFiles(ctx: IE31Context, job: IJob): Promise<void> {
     title: `Delete the files of “${job.name}”?`,
     body:
       'Its executed notebook, report, data, captured values, files and log are deleted for good, ' +
-      'and it can no longer be collected or resubmitted. Its record and GPU-hours stay.',
+      `and it can no longer be collected${isResumable(job) ? ', resumed' : ''} or resubmitted. ` +
+      'Its record and GPU-hours stay.',
     no: 'Keep them',
     yes: 'Delete files',
     failed: 'Cannot delete the files'
@@ -67,7 +81,7 @@ async function actThenRefresh(ctx: IE31Context, job: IJob, act: () => Promise<un
 const resuming = new Set<string>();
 
 /**
- * Put a failed job back in line from its last checkpoint, with its request as it was; nothing
+ * Put a failed or suspended job back in line from its last checkpoint, with its request as it was; nothing
  * to confirm: it only continues what it was doing. A second press while the first is on its way
  * sends nothing.
  */

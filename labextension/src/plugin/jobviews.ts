@@ -12,7 +12,7 @@ import { IJob } from '../model/types';
 import { JobDetailView } from '../widgets/detail';
 import { CommandIDs } from './commandids';
 import { IPluginContext } from './context';
-import { cancelJob, changeJob, deleteFiles, resubmit, resumeJob } from './jobactions';
+import { cancelJob, changeJob, deleteFiles, resubmit, resumeJob, suspendJob } from './jobactions';
 
 export function addJobCommands(ctx: IPluginContext, docManager: IDocumentManager): void {
   addOpenJobCommand(ctx);
@@ -42,6 +42,7 @@ function jobDetailWidget(ctx: IPluginContext, id: string): MainAreaWidget<JobDet
   const known = ctx.model.find(id);
   const content = new JobDetailView(new JobDetailModel(ctx.api, id), {
     cancel: job => void cancelJob(ctx, job),
+    suspend: job => void suspendJob(ctx, job),
     deleteFiles: job => void deleteFiles(ctx, job),
     change: job => void changeJob(ctx, job),
     resubmit: job => void resubmit(ctx, job),

@@ -3,7 +3,7 @@
 import { JupyterFrontEnd } from '@jupyterlab/application';
 import { Notification } from '@jupyterlab/apputils';
 
-import { formatDuration, formatGpuHours, secondsBetween } from '../model/format';
+import { endingNotice } from '../model/format';
 import { IJob } from '../model/types';
 import { CommandIDs } from './commandids';
 import { IE31Context } from './context';
@@ -15,21 +15,10 @@ export function notifyEndings({ app, model }: IE31Context): void {
 }
 
 function notifyEnded(commands: Commands, job: IJob): void {
-  if (job.state === 'cancelled') {
-    return; // the user (or an admin) did it; nothing to announce
+  const notice = endingNotice(job);
+  if (notice) {
+    Notification.emit(notice.message, notice.type, { autoClose: false, actions: endedActions(commands, job) });
   }
-  const type = job.state === 'succeeded' ? 'success' : job.state === 'failed' ? 'error' : 'warning';
-  Notification.emit(endedMessage(job), type, { autoClose: false, actions: endedActions(commands, job) });
-}
-
-function endedMessage(job: IJob): string {
-  const ran = secondsBetween(job.started_at, job.finished_at);
-  return job.state === 'succeeded'
-    ? `Job “${job.name}” succeeded after ${formatDuration(ran)}` +
-        (job.gpus.length ? ` (${formatGpuHours(job.meter.gpu_hours)}).` : '.')
-    : job.state === 'failed'
-      ? `Job “${job.name}” failed${job.reason ? `: ${job.reason}` : '.'}`
-      : `Job “${job.name}” expired${job.reason ? `: ${job.reason}` : ' before it could start.'}`;
 }
 
 function endedActions(commands: Commands, job: IJob): Notification.IAction[] {

@@ -17,15 +17,17 @@ import {
   formatDuration,
   formatGpuHours,
   formatTimestamp,
+  gpuList,
   secondsBetween,
   valueNote
 } from '../model/format';
 import { liveGpuHours } from '../model/meter';
-import { IJobDetail, isActive, isFinal } from '../model/types';
+import { IJobDetail, isActive, isCancellable, isFinal, isResumable, stopUnderWay } from '../model/types';
 import { ProgressBar, StateBadge, useTicker } from './common';
 
 export interface IDetailActions {
   cancel(job: IJobDetail): void;
+  suspend(job: IJobDetail): void;
   deleteFiles(job: IJobDetail): void;
   change(job: IJobDetail): void;
   resubmit(job: IJobDetail): void;
@@ -101,6 +103,9 @@ function DetailView(props: { model: JobDetailModel; actions: IDetailActions }): 
   const hasReport = (job.output?.reports ?? []).includes('html');
   const checkpoint = job.last_checkpoint ?? null;
   const attempts = attemptsWords(job.attempts);
+  const stopping = stopUnderWay(job);
+  // Ended for good: a suspended job's notebook goes on once it is resumed.
+  const done = isFinal(job) && job.state !== 'suspended';
   return (
     <div className="e31-Detail-body" data-job-id={job.id} data-state={job.state}>
       <header className="e31-Detail-header">
@@ -121,7 +126,7 @@ function DetailView(props: { model: JobDetailModel; actions: IDetailActions }): 
             title={gone || (ran ? 'Open the executed notebook, read-only' : 'The job has not started yet')}
             onClick={() => actions.openNotebook(job)}
           >
-            {isFinal(job) ? 'Open executed notebook' : 'Open notebook so far'}
+            {done ? 'Open executed notebook' : 'Open notebook so far'}
           </button>
           <button
             className="jp-Button jp-mod-styled jp-mod-reject e31-Secondary"
@@ -131,7 +136,7 @@ function DetailView(props: { model: JobDetailModel; actions: IDetailActions }): 
           >
             HTML report
           </button>
-          {job.state === 'failed' && checkpoint ? (
+          {isResumable(job) && checkpoint ? (
             <button
               className="jp-Button jp-mod-styled jp-mod-accept e31-Detail-resume"
               disabled={!!deleted}
@@ -162,7 +167,23 @@ function DetailView(props: { model: JobDetailModel; actions: IDetailActions }): 
               Change…
             </button>
           ) : null}
-          {isActive(job) ? (
+          {job.state === 'running' && job.request.checkpoint ? (
+            stopping === 'suspending' ? (
+              <span className="e31-Detail-suspending e31-Muted" title={job.reason ?? ''}>
+                Suspending…
+              </span>
+            ) : (
+              <button
+                className="jp-Button jp-mod-styled jp-mod-reject e31-Secondary e31-Detail-suspend"
+                disabled={stopping !== null}
+                title="Finish the running cell, save a checkpoint and give the GPUs back; resume it later"
+                onClick={() => actions.suspend(job)}
+              >
+                Suspend…
+              </button>
+            )
+          ) : null}
+          {isCancellable(job) ? (
             <button className="jp-Button jp-mod-styled jp-mod-warn" onClick={() => actions.cancel(job)}>
               Cancel job
             </button>
@@ -182,7 +203,7 @@ function DetailView(props: { model: JobDetailModel; actions: IDetailActions }): 
             {`Files deleted ${formatTimestamp(deleted.at)} by ${deleted.by} (${formatBytes(deleted.bytes)} freed). The record and GPU-hours stay.`}
           </p>
         ) : null}
-        {job.reason && job.state !== 'running' ? (
+        {job.reason && (job.state !== 'running' || stopping) ? (
           <p className={`e31-Detail-reason e31-mod-${job.state}`}>{job.reason}</p>
         ) : null}
         {checkpoint ? (
@@ -230,19 +251,21 @@ function DetailView(props: { model: JobDetailModel; actions: IDetailActions }): 
           <h3>Grant</h3>
           <dl>
             <dt>Devices</dt>
-            <dd>
-              {job.gpus.length || job.state === 'queued'
-                ? [
-                    job.gpus.length
-                      ? `GPU${job.gpus.length === 1 ? '' : 's'} ${job.gpus.join(', ')}`
-                      : job.queue_position
-                        ? `waiting · #${job.queue_position} in queue`
-                        : 'waiting',
-                    expectedWords(job)
-                  ]
-                    .filter(Boolean)
-                    .join(' · ')
-                : 'none'}
+            <dd className="e31-Detail-devices">
+              {job.state === 'suspended'
+                ? `none: given back${job.gpus.length ? ` (it ran on ${gpuList(job.gpus)})` : ''}`
+                : job.gpus.length || job.state === 'queued'
+                  ? [
+                      job.gpus.length
+                        ? gpuList(job.gpus)
+                        : job.queue_position
+                          ? `waiting · #${job.queue_position} in queue`
+                          : 'waiting',
+                      expectedWords(job)
+                    ]
+                      .filter(Boolean)
+                      .join(' · ')
+                  : 'none'}
             </dd>
             <dt>Meter</dt>
             <dd className="e31-Detail-meter">{formatGpuHours(hours)}</dd>
@@ -376,7 +399,7 @@ function Timeline(props: { job: IJobDetail; now: number }): JSX.Element {
       done: !!job.started_at
     },
     {
-      label: 'Finished',
+      label: job.state === 'suspended' ? 'Suspended' : 'Finished',
       at: job.finished_at,
       note: job.finished_at
         ? ran !== null

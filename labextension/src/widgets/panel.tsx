@@ -8,8 +8,16 @@ import { Message } from '@lumino/messaging';
 import * as React from 'react';
 
 import { IDisposableLike, JobFilter, JobsModel } from '../model/jobs';
-import { STATE_LABELS, formatGpuHours, formatTime, formatTimestamp, jobSummary, sweepName } from '../model/format';
-import { ALL_STATES, IGpuInventory, IJob, isActive } from '../model/types';
+import {
+  STATE_LABELS,
+  formatGpuHours,
+  formatTime,
+  formatTimestamp,
+  gpuList,
+  jobSummary,
+  sweepName
+} from '../model/format';
+import { ALL_STATES, IGpuInventory, IJob, isCancellable } from '../model/types';
 import { ProgressBar, StateBadge, useTicker } from './common';
 import { MeterView } from './meterchart';
 
@@ -259,7 +267,7 @@ function JobRow(props: {
             #{job.queue_position}
           </span>
         ) : null}
-        {isActive(job) ? (
+        {isCancellable(job) ? (
           <button
             className="e31-IconButton e31-JobRow-cancel"
             title={`Cancel ${job.name}`}
@@ -280,9 +288,7 @@ function JobRow(props: {
       <ProgressBar job={job} />
       <div className="e31-JobRow-meta">
         <span>
-          {job.state === 'running' && job.gpus.length
-            ? `GPU${job.gpus.length === 1 ? '' : 's'} ${job.gpus.join(', ')}`
-            : `${gpus} GPU${gpus === 1 ? '' : 's'}`}
+          {job.state === 'running' && job.gpus.length ? gpuList(job.gpus) : `${gpus} GPU${gpus === 1 ? '' : 's'}`}
         </span>
         <span className="e31-JobRow-meter" title="GPU-hours held (the meter)">
           {formatGpuHours(hours)}

@@ -14,7 +14,7 @@ from datetime import datetime
 import requests
 from labserver import api, browser, context, lab, screenshot  # noqa: F401  (pytest fixtures)
 from playwright.sync_api import expect
-from support import wait_state, why, write_notebook
+from support import wait_for, wait_state, why, write_notebook
 
 from e31_jupyter.core.errors import E31Error
 
@@ -705,3 +705,84 @@ def test_a_job_that_ran_out_of_time_with_checkpoints_is_resumed_from_its_page(la
     expect(detail).to_have_attribute("data-state", "queued")
     expect(resume).to_have_count(0)
     expect(detail.locator(".e31-Detail-attempts")).to_contain_text("resumed 2 times")
+
+
+def test_a_running_job_is_suspended_from_its_page_gives_its_gpus_back_and_is_resumed(lab, api, context):
+    # The second cell waits for the test (a gate, not a fixed sleep: the job must still be in it
+    # when Suspend is pressed, and stay there while the page says it is suspending, however
+    # loaded the machine); the third is quick and needs the first's variable from the checkpoint.
+    write_notebook(lab.root / "suspendable.ipynb", f"gate = {gate(lab, 'suspend')!r}\na = 41", GATE, "print(a + 1)")
+    page = context.new_page()
+    open_lab(page, lab, "suspend")
+    show_panel(page)
+    pool = page.locator(".e31-Pool-text")
+    expect(pool).to_contain_text(re.compile(r"^2 of 2 GPUs free"))
+    job = api.submit(path=str(lab.root / "suspendable.ipynb"), name="suspendable", gpus=1, checkpoint=True)
+    assert job["request"]["checkpoint"] is True, job["request"]
+    suspend_url = re.compile(rf"/e31/api/jobs/{re.escape(job['id'])}/suspend(\?|$)")
+    resume_url = re.compile(rf"/e31/api/jobs/{re.escape(job['id'])}/resume(\?|$)")
+    row = job_row(page, "suspendable")
+    expect(row).to_have_attribute("data-state", "running", timeout=JOB_END_WAIT)
+    wait_for(lambda: api.job(job["id"])["progress"]["cells_done"] >= 1, 60, what="its first cell to end")
+
+    row.click()
+    detail = page.locator(f'.e31-Detail-body[data-job-id="{job["id"]}"]')
+    expect(detail).to_have_attribute("data-state", "running")
+    expect(pool).to_contain_text(re.compile(r"^1 of 2 GPUs free · 1 running"))
+    suspend = detail.get_by_role("button", name="Suspend…", exact=True)
+    resume = detail.get_by_role("button", name="Resume", exact=True)
+    expect(resume).to_have_count(0)
+    screenshot(page, "detail-suspendable")
+    suspend.click()
+    confirm = page.locator(".jp-Dialog").filter(has_text="Suspend “suspendable”?")
+    expect(confirm).to_contain_text(
+        "The job finishes its running cell, saves a checkpoint and gives its GPUs back; resume it later"
+    )
+    with page.expect_response(suspend_url) as answer:
+        confirm.locator(".jp-Dialog-button.jp-mod-warn").click()
+    assert (answer.value.request.method, answer.value.status) == ("POST", 200), answer.value.text()
+
+    # Its second cell still runs: the page says it is suspending, and offers no second Suspend.
+    expect(detail.locator(".e31-Detail-suspending")).to_have_text("Suspending…")
+    expect(detail.locator(".e31-Detail-reason")).to_contain_text("suspending: asked by")
+    expect(suspend).to_have_count(0)
+    expect(row.locator(".e31-JobRow-summary")).to_contain_text("suspending")
+    assert api.job(job["id"])["state"] == "running"
+    expect(detail).to_have_attribute("data-state", "running")
+    screenshot(page, "detail-suspending")
+
+    (lab.root / "gate-suspend").touch()  # the cell ends: the job stops there, with a checkpoint
+    expect(detail).to_have_attribute("data-state", "suspended", timeout=JOB_END_WAIT)
+    suspended = api.job(job["id"])
+    assert suspended["last_checkpoint"] and suspended["last_checkpoint"]["after_cell"] == 1, why(
+        lab.data_dir, suspended
+    )
+    expect(detail.locator(".e31-StateBadge")).to_have_text("Suspended")
+    expect(row).to_have_attribute("data-state", "suspended")
+    expect(row.locator(".e31-StateBadge")).to_have_text("Suspended")
+    expect(row.locator(".e31-JobRow-summary")).to_contain_text("suspended after cell 2")
+    expect(page.locator('.e31-Filters [data-filter="suspended"]')).to_contain_text(re.compile(r"^Suspended\s*1$"))
+    expect(pool).to_contain_text(re.compile(r"^2 of 2 GPUs free · 0 running · 0 queued"))
+    assert api.gpus()["free"] == 2
+    expect(detail.locator(".e31-Detail-devices")).to_contain_text("none: given back")
+    expect(detail.locator(".e31-Detail-checkpoint")).to_have_text(re.compile(r"^checkpoint after cell 2, [\d.]+ K?B"))
+    expect(toast(page, "Job “suspendable” is suspended after cell 2")).to_have_count(1)
+    expect(page.locator(".e31-Status")).to_contain_text(re.compile(r"0 running\s*·\s*0 queued"))
+    expect(suspend).to_have_count(0)
+    expect(detail.get_by_role("button", name="Cancel job")).to_be_visible()  # it could still be ended for good
+    screenshot(page, "detail-suspended")
+
+    with page.expect_response(resume_url) as answer:
+        resume.click()
+    assert (answer.value.request.method, answer.value.status) == ("POST", 200), answer.value.text()
+    expect(resume).to_have_count(0)
+    expect(detail.locator(".e31-Detail-attempts")).to_have_text(re.compile(r"^resumed 1 time; earlier run: suspended"))
+    expect(detail).to_have_attribute("data-state", "succeeded", timeout=JOB_END_WAIT)
+    done = api.job(job["id"])
+    assert [t["to"] for t in done["transitions"]][-4:] == ["suspended", "queued", "running", "succeeded"], why(
+        lab.data_dir, done
+    )
+    outputs = api.notebook(job["id"])["cells"][2]["outputs"]
+    printed = "".join("".join(o.get("text", "")) for o in outputs)  # a string, or a list of lines
+    assert printed == "42\n", outputs  # `a` came back from the checkpoint
+    expect(pool).to_contain_text(re.compile(r"^2 of 2 GPUs free"))
