@@ -305,8 +305,15 @@ def update_changes(args: argparse.Namespace) -> dict:
 
 
 def resume_changes(args: argparse.Namespace) -> dict:
-    """What ``e31 resume`` was asked to change of the job's request (nothing: run it as it was)."""
-    return request_body(args, RESUME_OPTIONS, RESUME)
+    """What ``e31 resume`` was asked to change of the job's request (nothing: run it as it was),
+    and the corrected notebook it was given, read here (the server may not read the file)."""
+    changes = request_body(args, RESUME_OPTIONS, RESUME)
+    if getattr(args, "notebook", None):
+        try:
+            changes["notebook"] = json.loads(Path(args.notebook).read_text(encoding="utf-8"))
+        except (OSError, ValueError) as error:
+            raise InvalidRequest(f"--notebook {args.notebook}: cannot read it as a notebook ({error}).") from None
+    return changes
 
 
 def given_parameters(args: argparse.Namespace) -> dict:

@@ -261,3 +261,38 @@ def test_a_job_asked_to_suspend_at_its_time_limit_ends_its_cell_and_waits_for_mo
     done = wait_state(client, job_id, "succeeded", "failed")
     assert done["state"] == "succeeded", done["reason"]
     assert runs.read_text().split() == ["c1", "c2", "c3", "c4"]
+
+
+def test_a_failed_cell_corrected_resumes_from_it_and_an_earlier_cell_changed_is_refused(start_server, tmp_path):
+    server = start_server(extra_args=["--E31.checkpoint_share=0.5"])
+    client = E31Client(server.url, server.token)
+    runs = tmp_path / "runs.txt"
+    cells = [
+        f"import pathlib, time\nruns = pathlib.Path({str(runs)!r})\nruns.open('a').write('c1\\n')\na = 41",
+        "runs.open('a').write('c2\\n')\nb = a + 1\ntime.sleep(0.5)",
+        "runs.open('a').write('c3\\n')\nraise ValueError('a bug')",
+        "runs.open('a').write('c4\\n')\nassert c == 43",
+    ]
+    notebook = write_notebook(tmp_path / "buggy.ipynb", *cells)
+    job = wait_state(client, client.submit(path=str(notebook), gpus=1, checkpoint=True)["id"], "failed", "succeeded")
+    assert "ValueError: a bug" in job["reason"] and job["last_checkpoint"]["after_cell"] == 1
+
+    fixed = nbformat.read(notebook, as_version=4)
+    fixed.cells[0].source += "  # changed"
+    (tmp_path / "changed-early.ipynb").write_text(nbformat.writes(fixed))
+    refused = _e31(server, "resume", job["id"], "--notebook", str(tmp_path / "changed-early.ipynb"))
+    assert (
+        refused.returncode != 0
+        and "Cell 1 ('import pathlib, time') of the corrected notebook differs" in refused.stderr
+    )
+    assert client.job(job["id"])["state"] == "failed"
+
+    fixed = nbformat.read(notebook, as_version=4)
+    fixed.cells[2].source = "runs.open('a').write('c3\\n')\nc = b + 1"
+    (tmp_path / "fixed.ipynb").write_text(nbformat.writes(fixed))
+    resumed = _e31(server, "resume", job["id"], "--notebook", str(tmp_path / "fixed.ipynb"))
+    assert resumed.returncode == 0, resumed.stderr
+    done = wait_state(client, job["id"], "succeeded", "failed")
+    assert done["state"] == "succeeded", done["reason"]
+    assert runs.read_text().split() == ["c1", "c2", "c3", "c3", "c4"]  # only the corrected cell ran again
+    assert "c = b + 1" in "".join(client.notebook(job["id"])["cells"][2]["source"])

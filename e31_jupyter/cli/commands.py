@@ -221,7 +221,7 @@ def cmd_suspend(client: E31Client, args) -> int:
 
 def cmd_resume(client: E31Client, args) -> int:
     """Put a failed job back in line from its last checkpoint."""
-    job = client.resume(client.resolve(args.job), **resume_changes(args))
+    job = client.resume(client.resolve(args.job), **resume_changes(args))  # a corrected notebook: read here
     print_warnings(job["warnings"])
     if args.json:
         print(as_json(job))

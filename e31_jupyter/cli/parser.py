@@ -92,6 +92,11 @@ def build_parser() -> argparse.ArgumentParser:
     )  # fmt: skip
     resume.add_argument("job", metavar="JOB", help=JOB_HELP)
     request_options.add(resume, request_options.RESUME_OPTIONS, request_options.RESUME)
+    resume.add_argument(
+        "--notebook", metavar="PATH",
+        help="go on with this corrected notebook: the cells the checkpoint covers must be unchanged, the later ones "
+        "run as they are here (a failed cell fixed)",
+    )  # fmt: skip
     json_flag(resume)
 
     jobs = command("jobs", cmd_jobs, "list jobs, newest first")

@@ -72,6 +72,17 @@ def died_in(cells: Sequence[Mapping], index: int) -> str:
     return f"in {cell_words(cells, index, of_all=True)}"
 
 
+def without_error_notes(cells: Sequence[Mapping]) -> list:
+    """The cells as they ran: the notes papermill adds to its output around a failed cell taken
+    out, so each cell is at the index it had when it ran (a checkpoint's ``after_cell``)."""
+    return [cell for cell in cells if ERROR_MARKER_TAG not in _tags(cell)]
+
+
+def is_injected(cell: Mapping) -> bool:
+    """Whether ``cell`` is the parameters papermill injected (not one of the user's)."""
+    return INJECTED_TAG in _tags(cell)
+
+
 def first_line(cell: Mapping) -> str:
     """The cell's first line that is not blank, stripped ("" for none)."""
     source = cell.get("source") or ""

@@ -39,6 +39,7 @@ class JobDir:
     values = property(lambda self: self.path / "values")  # values the job hands back
     checkpoint = property(lambda self: self.path / "checkpoint")  # the kernel saved at a cell's end (--checkpoint)
     checkpoint_current = property(lambda self: self.checkpoint / CHECKPOINT_CURRENT)  # names the one to load
+    resume_from = property(lambda self: self.path / "resume-from.ipynb")  # a resume's corrected notebook
     saved_objects = property(lambda self: self.checkpoint / "objects")  # e31_jupyter.job.checkpoint's, by name
     attempt = property(lambda self: self.path / "attempt.json")  # a resumed job's run: where its log began
 

@@ -26,7 +26,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from e31_jupyter.core.cell_words import died_in, raised
+from e31_jupyter.core.cell_words import died_in, raised, without_error_notes
 from e31_jupyter.core.job import RESULTS_TAG
 from e31_jupyter.core.states import JobState
 from e31_jupyter.core.text import format_size
@@ -282,7 +282,7 @@ def _checkpoints(jobdir: JobDir, spec: dict) -> Checkpoints:
     """Whether the job takes checkpoints, and whether it resumes from one (a checkpoint there
     means it ran before: it continues after the cell the checkpoint follows)."""
     resume = jobdir.checkpoint_current.exists()
-    earlier = _without_error_notes(jobdir.executed_notebook) if resume else None
+    earlier = _resumed_notebook(jobdir) if resume else None
     return Checkpoints(
         jobdir.checkpoint, spec.get("checkpoint", False), resume, earlier.cells if earlier else [],
         share=spec.get("checkpoint_share", 0.05), suspend_asked=SUSPEND_ASKED,
@@ -290,21 +290,24 @@ def _checkpoints(jobdir: JobDir, spec: dict) -> Checkpoints:
 
 
 def _resume_input(jobdir: JobDir) -> Path:
-    """The notebook a resumed job runs: the one its last run wrote, as it ran (the notes
-    papermill adds about a failure taken out, so cells are where the checkpoint counted them)."""
+    """The notebook a resumed job runs: the one its last run wrote, as it ran, or the one the
+    resume corrected (``resume_from``, written by the server and read once)."""
     import nbformat
 
     path = jobdir.path / "resume.ipynb"
-    write_text_atomic(path, nbformat.writes(_without_error_notes(jobdir.executed_notebook)))
+    write_text_atomic(path, nbformat.writes(_resumed_notebook(jobdir)))
+    jobdir.resume_from.unlink(missing_ok=True)
     return path
 
 
-def _without_error_notes(path: Path):
+def _resumed_notebook(jobdir: JobDir):
+    """What the resumed run goes on with (the notes papermill adds about a failure taken out, so
+    cells are where the checkpoint counted them)."""
     import nbformat
-    from papermill.execute import ERROR_MARKER_TAG
 
-    notebook = nbformat.read(path, as_version=4)
-    notebook.cells = [c for c in notebook.cells if ERROR_MARKER_TAG not in c.get("metadata", {}).get("tags", [])]
+    source = jobdir.resume_from if jobdir.resume_from.exists() else jobdir.executed_notebook
+    notebook = nbformat.read(source, as_version=4)
+    notebook.cells = without_error_notes(notebook.cells)
     return notebook
 
 

@@ -241,10 +241,18 @@ class Queue:
 
     async def resume(self, caller: Caller, job_id: str, changes: dict) -> dict:
         """Put a failed or suspended job back in line to continue from its last checkpoint, with
-        ``changes`` (RESUME_CHANGES) to its request. It keeps its id, its files, its history and
+        ``changes`` (RESUME_CHANGES) to its request, and with a corrected ``notebook`` if given
+        (the cells its checkpoint covers unchanged). It keeps its id, its files, its history and
         its meter: the run that ended becomes one of its attempts. A cluster takes it again."""
         job = self.views.visible_job(caller, job_id)
+        changes = dict(changes) if isinstance(changes, dict) else changes
+        fixed = changes.pop("notebook", None) if isinstance(changes, dict) else None
         jobdir, after = self._resumable(job, changes)
+        if fixed is not None:
+            going_on = resumption.corrected(jobdir, _valid_notebook(fixed))
+            write_json_atomic(jobdir.resume_from, going_on)
+            write_json_atomic(jobdir.input_notebook, fixed)  # a resubmit runs the corrected notebook
+            after += ", with a corrected notebook"
         now = self.clock()
         revision = self.admission.revise(caller, job, changes, now) if changes else None
         fields = dict(revision.fields) if revision else {}
@@ -273,7 +281,8 @@ class Queue:
         unknown = sorted(set(changes) - set(RESUME_CHANGES)) if isinstance(changes, dict) else []
         if not isinstance(changes, dict) or unknown:
             raise InvalidRequest(
-                f"A resume may change only {', '.join(RESUME_CHANGES)} of the job's request"
+                f"A resume may change only {', '.join(RESUME_CHANGES)} of the job's request, and give a "
+                "corrected notebook"
                 + (f", not {', '.join(unknown)}" if unknown else "")
                 + ". To change more, resubmit it (e31 resubmit)."
             )
@@ -337,6 +346,17 @@ class Queue:
         )  # fmt: skip
         spec.update(revision.spec_changes)
         write_json_atomic(jobdir.spec, spec)
+
+
+def _valid_notebook(notebook) -> dict:
+    """A notebook given inline (nbformat 4 JSON), or InvalidRequest saying what is wrong with it."""
+    import nbformat
+
+    try:
+        nbformat.validate(nbformat.from_dict(notebook))
+    except Exception as error:
+        raise InvalidRequest(f"notebook: not a valid notebook (nbformat 4): {str(error).splitlines()[0]}") from None
+    return notebook
 
 
 def _record_fields(job_id: str, caller: Caller, spec: JobSpec, body: dict, now: float) -> dict:

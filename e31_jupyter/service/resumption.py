@@ -8,7 +8,8 @@ for the next run, which loads the checkpoint and goes on with the cell after it.
 from __future__ import annotations
 
 from e31_jupyter.core import meter
-from e31_jupyter.core.cell_words import cell_words
+from e31_jupyter.core.cell_words import cell_words, first_line, is_injected, without_error_notes
+from e31_jupyter.core.errors import Conflict, InvalidRequest
 from e31_jupyter.core.states import Cause, JobState
 from e31_jupyter.execution.jobdir import JobDir
 from e31_jupyter.notebook import checkpoint
@@ -26,6 +27,38 @@ def checkpoint_words(jobdir: JobDir) -> str | None:
         return "at the start, with the objects its code saved (e31_jupyter.job.checkpoint)" if saved else None
     cells = (jobdir.read_json(jobdir.executed_notebook) or {}).get("cells") or []
     return f"after {cell_words(cells, info.after_cell)}"
+
+
+def corrected(jobdir: JobDir, notebook: dict) -> dict:
+    """The notebook a resumed run goes on with when its owner corrected it: the cells its
+    checkpoint follows, as they ran (with their outputs), then the corrected notebook's cells
+    after them. The cells the checkpoint covers must be unchanged (their work is in it):
+    InvalidRequest names the first that is not."""
+    info = checkpoint.read_info(jobdir.checkpoint)
+    if info is None:
+        raise Conflict("A corrected notebook goes on from a checkpoint after a cell, and this job has none.")
+    executed = jobdir.read_json(jobdir.executed_notebook) or {}
+    ran = without_error_notes(executed.get("cells") or [])[: info.after_cell + 1]
+    theirs = [cell for cell in ran if not is_injected(cell)]
+    given = notebook.get("cells")
+    if not isinstance(given, list) or len(given) < len(theirs):
+        raise InvalidRequest(
+            f"The corrected notebook has {len(given or [])} cell(s); the checkpoint follows cell {len(theirs)}, "
+            "and those cells must be there, unchanged."
+        )
+    for number, (before, after) in enumerate(zip(theirs, given), 1):
+        if _source(before) != _source(after):
+            raise InvalidRequest(
+                f"Cell {number} ({first_line(before)!r}) of the corrected notebook differs from the one that ran: "
+                f"the checkpoint holds what cells 1 to {len(theirs)} did, so they must stay as they were. "
+                "Change only the cells after them, or resubmit the notebook to run it all again."
+            )
+    return {**executed, "cells": ran + given[len(theirs) :]}
+
+
+def _source(cell) -> str:
+    source = cell.get("source") or "" if isinstance(cell, dict) else ""
+    return "".join(source) if isinstance(source, list) else source
 
 
 def back_in_line(
