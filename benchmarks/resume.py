@@ -22,25 +22,14 @@ import tempfile
 import time
 from pathlib import Path
 
-import nbformat
-
 from e31_jupyter.client import E31Client
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 from server_process import ServerProcess  # noqa: E402  (the test suite's server in a subprocess)
+from support import wait_state, write_notebook  # noqa: E402
 
 CELL_1 = "import time\nimport numpy as np\ntime.sleep({prepare})\ndata = np.random.default_rng(0).random({n})"
 CELL_2 = "import pathlib, time\npathlib.Path({marker!r}).write_text(repr(time.time()))\ntime.sleep(3600)"
-
-
-def write_notebook(path: Path, marker: Path, mb: int, prepare: float) -> None:
-    cells = [
-        nbformat.v4.new_code_cell(CELL_1.format(prepare=prepare, n=mb * (1 << 20) // 8)),
-        nbformat.v4.new_code_cell(CELL_2.format(marker=str(marker))),
-    ]
-    notebook = nbformat.v4.new_notebook(cells=cells)
-    notebook.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
-    nbformat.write(notebook, path)
 
 
 def until_marked(marker: Path, since: float, timeout: float = 300) -> float:
@@ -53,22 +42,12 @@ def until_marked(marker: Path, since: float, timeout: float = 300) -> float:
     return float(marker.read_text()) - since
 
 
-def wait_for_state(client: E31Client, job_id: str, *states: str, timeout: float = 300) -> dict:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        job = client.job(job_id)
-        if job["state"] in states:
-            return job
-        time.sleep(0.1)
-    raise RuntimeError(f"job {job_id} never became {' or '.join(states)}")
-
-
 def one_round(client: E31Client, notebook: Path, marker: Path, limit_s: float) -> dict[str, float]:
     marker.unlink(missing_ok=True)
     submitted = time.time()
     job = client.submit(path=str(notebook), gpus=1, checkpoint=True, max_runtime=int(limit_s))
     fresh = until_marked(marker, submitted)
-    failed = wait_for_state(client, job["id"], "failed", "succeeded", "cancelled")
+    failed = wait_state(client, job["id"], "failed", "succeeded", "cancelled", timeout=300)
     if failed["state"] != "failed" or not failed.get("last_checkpoint"):
         raise RuntimeError(f"the first run ended {failed['state']} ({failed['reason']}) without a checkpoint")
     marker.unlink()
@@ -76,7 +55,7 @@ def one_round(client: E31Client, notebook: Path, marker: Path, limit_s: float) -
     client.resume(job["id"], max_runtime=int(limit_s))
     resumed = until_marked(marker, resumed_at)
     client.cancel(job["id"])
-    wait_for_state(client, job["id"], "cancelled", "failed", "succeeded")
+    wait_state(client, job["id"], "cancelled", "failed", "succeeded", timeout=300)
     return {"fresh_s": fresh, "resume_s": resumed, "checkpoint_bytes": failed["last_checkpoint"]["bytes"]}
 
 
@@ -88,7 +67,11 @@ def main() -> None:
     args = parser.parse_args()
     root = Path(tempfile.mkdtemp(prefix="e31-resume-bench-"))
     marker, notebook = root / "cell-2-started", root / "resume.ipynb"
-    write_notebook(notebook, marker, args.mb, args.prepare)
+    write_notebook(
+        notebook,
+        CELL_1.format(prepare=args.prepare, n=args.mb * (1 << 20) // 8),
+        CELL_2.format(marker=str(marker)),
+    )
     # A 256 MiB checkpoint after 3 s of work costs more than the default 5% of them: let it.
     server = ServerProcess(
         root / "data", gpus=["0"], root_dir=root, log_path=root / "server.log",

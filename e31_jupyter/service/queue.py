@@ -229,14 +229,20 @@ class Queue:
         """Stop a running job at the end of its running cell (within the grace period), with a
         checkpoint, and give its GPUs back: it waits, suspended, until resumed."""
         job = self.views.visible_job(caller, job_id)
-        if job.state == JobState.RUNNING and not job.spec.get("checkpoint"):
+        if job.state == JobState.QUEUED:
+            raise Conflict(f"Job {job_id} is queued and holds no GPUs: there is nothing to suspend.")
+        if job.state != JobState.RUNNING:
+            raise Conflict(f"Job {job_id} is {job.state}; only a running job can be suspended.")
+        if not job.spec.get("checkpoint"):
             raise Conflict(
                 f"Job {job_id} takes no checkpoints (it was not submitted with --checkpoint), so a suspend would lose "
                 f"its work. Cancel it (e31 cancel {job_id}) if its GPUs are needed."
             )
-        if job.state != JobState.RUNNING and job.state != JobState.QUEUED:
-            raise Conflict(f"Job {job_id} is {job.state}; only a running job can be suspended.")
-        await self.scheduler.cancel(job, caller.name, StopRequest.SUSPEND)
+        if job.stop_requested:
+            raise Conflict(f"Job {job_id} is already being stopped ({job.stop_requested}).")
+        reason = f"suspending: asked by {caller.name}; it stops at its cell's end, with a checkpoint"
+        self.store.update(job_id, stop_requested=StopRequest.SUSPEND, stop_by=caller.name, reason=reason)
+        await self.scheduler.cancel(self.store.job(job_id), caller.name, StopRequest.SUSPEND)
         return self.views.describe(self.store.job(job_id))
 
     async def resume(self, caller: Caller, job_id: str, changes: dict) -> dict:
@@ -267,7 +273,7 @@ class Queue:
             request = dataclasses.replace(request, deadline=None)
         spec = JobSpec(**{**job.spec, **(revision.spec_changes if revision else {})}, request=request)
         fields.update(await self.scheduler.hand_over(job_id, spec))
-        if not resumption.back_in_line(self.store, jobdir, job, reason, now, Cause.USER, {}, **fields):
+        if not resumption.back_in_line(self.store, job, reason, now, Cause.USER, {}, **fields):
             raise Conflict(f"Job {job_id} changed while it was being resumed; look at it again (e31 status {job_id}).")
         if revision is not None:
             self._revise_spec_file(job_id, revision)

@@ -61,13 +61,11 @@ def _source(cell) -> str:
     return "".join(source) if isinstance(source, list) else source
 
 
-def back_in_line(
-    store: Store, jobdir: JobDir, job: JobRecord, reason: str, now: float, cause: Cause, ended: dict, **fields
-) -> bool:
-    """Record ``job`` queued again, to resume from its checkpoint; ``ended`` is how its run
-    ended where the record does not say it yet (a lost run's ``finished_at``, ``state`` and
-    ``reason``). False when the job was no longer where it was expected."""
-    jobdir.start_again()
+def back_in_line(store: Store, job: JobRecord, reason: str, now: float, cause: Cause, ended: dict, **fields) -> bool:
+    """Record ``job`` queued again, to resume from its checkpoint (its folder made ready first:
+    ``JobDir.start_again``); ``ended`` is how its run ended where the record does not say it yet
+    (a lost run's ``finished_at``, ``state`` and ``reason``). False when the job was no longer
+    where it was expected."""
     attempt = meter.attempt({**job, **ended})
     return store.transition(
         job.id, (job.state,), JobState.QUEUED, reason, now, cause=cause, attempts=[*job.attempts, attempt],
@@ -86,4 +84,5 @@ def after_loss(store: Store, jobdir: JobDir, job: JobRecord, lost_at: float, now
     lost = "lost: its process ended while no server watched, without writing a result"
     reason = f"{lost}; back in line to resume from its checkpoint {words}"
     ended = {"finished_at": max(lost_at, job.started_at or lost_at), "state": JobState.FAILED, "reason": lost}
-    return back_in_line(store, jobdir, job, reason, now, Cause.RESTART, ended)
+    jobdir.start_again()
+    return back_in_line(store, job, reason, now, Cause.RESTART, ended)
