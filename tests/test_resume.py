@@ -255,12 +255,47 @@ def test_a_job_asked_to_suspend_at_its_time_limit_ends_its_cell_and_waits_for_mo
     paused = wait_state(client, job_id, "suspended", "failed", "succeeded", "cancelled")
     assert paused["state"] == "suspended", paused["reason"]
     assert paused["reason"].startswith("suspended at its time limit (3s) at a cell's end")
-    assert runs.read_text().split() == ["c1", "c2"]  # the cell running at the limit ended, the next did not start
+    # The cell running at the limit ended and the next did not start. Which cell that was depends
+    # on how long the kernel took to start (the limit may even fall before the first cell).
+    after = paused["last_checkpoint"]["after_cell"]
+    assert f"checkpoint after cell {after + 1}" in paused["reason"]
+    assert runs.read_text().split() == ["c1", "c2", "c3", "c4"][: after + 1]
 
     client.resume(job_id, max_runtime=60)
     done = wait_state(client, job_id, "succeeded", "failed")
     assert done["state"] == "succeeded", done["reason"]
     assert runs.read_text().split() == ["c1", "c2", "c3", "c4"]
+
+
+def test_a_suspend_asked_while_the_kernel_starts_reaches_it_once_it_answers(start_server, tmp_path):
+    # A kernel that takes 3 s to start: a SIGUSR1 before its startup file has run would end it.
+    # The worker tells it only once it answers; the first cell sees the request and the job
+    # stops after it.
+    spec = tmp_path / "jupyter" / "kernels" / "slow-python"
+    spec.mkdir(parents=True)
+    launch = f'sleep 3; exec {sys.executable} -m ipykernel_launcher -f "$0"'
+    argv = ["sh", "-c", launch, "{connection_file}"]
+    (spec / "kernel.json").write_text(json.dumps({"argv": argv, "display_name": "Slow", "language": "python"}))
+    server = start_server(env={"JUPYTER_PATH": str(tmp_path / "jupyter")})
+    client = E31Client(server.url, server.token)
+    runs = tmp_path / "runs.txt"
+    told = (
+        f"import pathlib, time\nfrom e31_jupyter.job import stopping\nruns = pathlib.Path({str(runs)!r})\n"
+        "for _ in range(100):\n    if stopping(): break\n    time.sleep(0.05)\n"
+        "runs.open('a').write(f'c1-told-{stopping()}\\n')"
+    )
+    notebook = write_notebook(tmp_path / "slow.ipynb", told, "runs.open('a').write('c2\\n')", kernel="slow-python")
+    job_id = client.submit(path=str(notebook), gpus=1, checkpoint=True)["id"]
+    wait_state(client, job_id, "running")
+    client.suspend(job_id)
+
+    paused = wait_state(client, job_id, "suspended", "failed", "succeeded", "cancelled")
+    assert paused["state"] == "suspended", paused["reason"]
+    assert runs.exists() and runs.read_text().split() == ["c1-told-True"], paused["reason"]
+    client.resume(job_id)
+    done = wait_state(client, job_id, "succeeded", "failed")
+    assert done["state"] == "succeeded", done["reason"]
+    assert runs.read_text().split() == ["c1-told-True", "c2"]
 
 
 def test_a_failed_cell_corrected_resumes_from_it_and_an_earlier_cell_changed_is_refused(start_server, tmp_path):

@@ -19,6 +19,7 @@ import ast
 import json
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -66,8 +67,9 @@ class Checkpoints:
         return f"__import__({CHECKPOINT_MODULE!r}, fromlist=['summary']).summary()"
 
 
-def job_engine(progress, checkpoints: Checkpoints | None):
-    """A papermill engine that reports each cell to ``progress`` and takes ``checkpoints``."""
+def job_engine(progress, checkpoints: Checkpoints | None, kernel_ready: Callable[[], None] = lambda: None):
+    """A papermill engine that reports each cell to ``progress`` and takes ``checkpoints``;
+    ``kernel_ready`` is called once the kernel answers, before the first cell."""
     from papermill.clientwrap import PapermillNotebookClient
     from papermill.engines import NBClientEngine
     from papermill.log import logger
@@ -75,6 +77,7 @@ def job_engine(progress, checkpoints: Checkpoints | None):
 
     class JobClient(PapermillNotebookClient):
         def papermill_execute_cells(self):
+            kernel_ready()
             first = 0
             if checkpoints is not None and checkpoints.resume:
                 first = self._resume()

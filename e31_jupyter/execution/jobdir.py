@@ -12,6 +12,7 @@ import os
 import shutil
 import stat
 import tempfile
+import time
 from pathlib import Path
 
 from e31_jupyter.core.errors import Conflict, E31Error
@@ -121,6 +122,14 @@ class JobDir:
         earlier = self.read_json(self.attempt, {}).get("log_bytes", 0)
         printed = self.log.exists() and self.log.stat().st_size > earlier
         return not self.progress.exists() and not printed
+
+    def wait_for_worker(self, timeout: float) -> float:
+        """Wait until this run's worker has begun (progress.json: its signal handlers are set,
+        so a SIGUSR1 no longer ends it), at most ``timeout`` seconds; the seconds waited."""
+        started = time.monotonic()
+        while not self.progress.exists() and time.monotonic() - started < timeout:
+            time.sleep(0.05)
+        return time.monotonic() - started
 
     def start_again(self) -> None:
         """Make ready for another run of the job (resumed): what its last run recorded of its end

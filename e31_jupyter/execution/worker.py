@@ -131,15 +131,14 @@ def start_kernel(name: str, cwd: Path, manager_class):
     return kernel
 
 
-def _kernel_pid(kernel) -> list[int]:
-    """The kernel process's pid ([] when not known: a provisioner without a local process)."""
-    process = getattr(getattr(kernel, "provisioner", None), "process", None)
-    return [process.pid] if process is not None and getattr(process, "pid", None) else []
+def _kernel_process(kernel):
+    """The kernel's local process (None: not started, or a provisioner without one)."""
+    return getattr(getattr(kernel, "provisioner", None), "process", None)
 
 
 def _exit_status(kernel) -> list[int]:
     """The kernel process's exit status, once it has ended: [] while it runs (or never started)."""
-    process = getattr(getattr(kernel, "provisioner", None), "process", None)
+    process = _kernel_process(kernel)
     status = process.poll() if process is not None else None
     return [] if status is None else [status]
 
@@ -189,10 +188,31 @@ KERNEL_PIDS: list[int] = []  # the job's kernel, told too (kernel_startup.py: e3
 def _on_sigusr1(signum, frame):
     SUSPEND_ASKED.set()
     for pid in KERNEL_PIDS:
-        try:
-            os.kill(pid, signal.SIGUSR1)
-        except OSError:
-            pass  # it has ended
+        _tell_kernel(pid)
+
+
+def _tell_kernel(pid: int) -> None:
+    try:
+        os.kill(pid, signal.SIGUSR1)
+    except OSError:
+        pass  # it has ended
+
+
+def _pass_suspends_on(kernel):
+    """What the engine calls once the kernel answers: from then on a suspend is passed on to
+    it, and one asked already is passed on now. Not before: until its startup file has run,
+    SIGUSR1 would end the kernel. Only an IPython kernel runs that file (others are not told)."""
+
+    def kernel_ready() -> None:
+        process = _kernel_process(kernel)
+        language = getattr(getattr(kernel, "kernel_spec", None), "language", "")
+        if process is None or not process.pid or str(language).lower() != "python":
+            return
+        KERNEL_PIDS.append(process.pid)
+        if SUSPEND_ASKED.is_set():
+            _tell_kernel(process.pid)
+
+    return kernel_ready
 
 
 def run(jobdir: JobDir) -> dict:
@@ -216,7 +236,6 @@ def run(jobdir: JobDir) -> dict:
         try:
             # The kernel boots (about a second) while papermill's world is imported here.
             kernel = start_kernel(spec["kernel"], jobdir.work, _job_kernels(sockets, kernel_exits))
-            KERNEL_PIDS.extend(_kernel_pid(kernel))
             import nbformat
             import papermill
             from papermill.engines import papermill_engines
@@ -226,7 +245,7 @@ def run(jobdir: JobDir) -> dict:
             cells = len(nbformat.read(notebook, as_version=4).cells)
             injected = 0 if checkpoints.resume else (1 if spec["parameters"] else 0)
             progress.write(cells_total=cells + injected)
-            papermill_engines.register("e31", job_engine(progress, checkpoints))
+            papermill_engines.register("e31", job_engine(progress, checkpoints, _pass_suspends_on(kernel)))
             save_notebooks_whole(jobdir.path)
             papermill.execute_notebook(
                 str(notebook),
@@ -430,6 +449,9 @@ def _kernel_died(progress: Progress, status: int | None) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
+    # First: a job is running from the moment it is handed over, and may be asked to suspend
+    # while a standby worker still imports (SIGUSR1's default would end the process).
+    signal.signal(signal.SIGUSR1, _on_sigusr1)
     if argv == [STANDBY_FLAG]:
         argv = [wait_for_job()]
     if len(argv) != 1:
@@ -437,7 +459,6 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     skip_iri_parsers()  # before papermill imports jsonschema: ~2 s less per job
     signal.signal(signal.SIGTERM, _on_sigterm)
-    signal.signal(signal.SIGUSR1, _on_sigusr1)
     # papermill logs what the cells print at INFO: that is the job's log, so let it through
     logging.basicConfig(level=logging.INFO, format="%(message)s", stream=sys.stdout)
     manifest = run(JobDir(argv[0]))

@@ -119,13 +119,11 @@ class ClusterScheduler:
 
     async def _suspend(self, job: JobRecord, by: str) -> None:
         """SIGUSR1 to a running job's worker; ``scancel`` if it has not ended within the grace."""
-        if job.state != JobState.RUNNING or not job.handle:
-            raise Conflict(f"Job {job.id} is not running on the cluster yet: there is nothing to suspend.")
-        if job.stop_requested:
-            raise Conflict(f"Job {job.id} is already being stopped ({job.stop_requested}).")
-        reason = f"suspending: asked by {by}; it stops at its cell's end, with a checkpoint"
-        self.store.update(job.id, stop_requested=StopRequest.SUSPEND, stop_by=by, reason=reason)
         handle = job.handle
+        if handle is None:  # running, so the cluster has it; its handle is recorded a moment later
+            raise Conflict(f"Job {job.id} is still being handed to the cluster; suspend it in a moment.")
+        # Slurm says a job runs once its batch script starts, before the worker listens for this.
+        await asyncio.to_thread(self.files.jobdir(job.id).wait_for_worker, self.settings.suspend_grace_s)
         await asyncio.to_thread(self.backend.suspend, job.id, handle)
 
         def stop_if_still_running() -> None:

@@ -34,6 +34,7 @@ from e31_jupyter.execution import accounts
 from e31_jupyter.execution import gpus as gpu_inventory
 from e31_jupyter.execution.accounts import Account
 from e31_jupyter.execution.backends import ProcessBackend
+from e31_jupyter.execution.jobdir import JobDir
 from e31_jupyter.service import resumption
 from e31_jupyter.service.admission import Revision
 from e31_jupyter.service.job_files import JobFiles, Retention
@@ -85,7 +86,8 @@ class Scheduler(Protocol):
 
     async def cancel(self, job: JobRecord, by: str, request: StopRequest = StopRequest.CANCEL) -> None:
         """Withdraw a queued (or suspended) job, or stop a running one; Conflict once it has
-        ended. ``StopRequest.SUSPEND``: stop a running job at its cell's end, with a checkpoint."""
+        ended. ``StopRequest.SUSPEND``: stop a running job at its cell's end, with a checkpoint
+        (the queue has checked it and recorded the request)."""
         ...
 
     def positions(self) -> Places: ...
@@ -190,14 +192,16 @@ class LocalScheduler:
 
     async def cancel(self, job: JobRecord, by: str, request: StopRequest = StopRequest.CANCEL) -> None:
         job_id, now = job.id, self.clock()
-        if job.state == JobState.SUSPENDED and request == StopRequest.CANCEL:
+        if request == StopRequest.SUSPEND:
+            if self.is_scheduler and job_id not in self._stopping:
+                self._stop(job.id, job.handle, suspend=True)
+            return
+        if job.state == JobState.SUSPENDED:
             if self.store.transition(
                 job_id, (JobState.SUSPENDED,), JobState.CANCELLED, f"cancelled by {by}", now, cause=Cause.USER
             ):
                 return
             job = self.store.job(job_id)  # resumed meanwhile
-        if job.state == JobState.QUEUED and request == StopRequest.SUSPEND:
-            raise Conflict(f"Job {job_id} is queued and holds no GPUs: there is nothing to suspend.")
         if job.state == JobState.QUEUED:
             reason = f"cancelled by {by}"
             if self.store.transition(
@@ -209,17 +213,12 @@ class LocalScheduler:
             job = self.store.job(job_id)  # it started meanwhile: cancel the running job
         if job.state != JobState.RUNNING:
             raise Conflict(f"Job {job_id} has already ended ({job['state']}); there is nothing to cancel.")
-        if request == StopRequest.SUSPEND:
-            if job.stop_requested:
-                raise Conflict(f"Job {job_id} is already being stopped ({job.stop_requested}).")
-            reason = f"suspending: asked by {by}; it stops at its cell's end, with a checkpoint"
-            self.store.update(job_id, stop_requested=StopRequest.SUSPEND, stop_by=by, reason=reason)
-        elif job.stop_requested != StopRequest.CANCEL:  # a suspend under way becomes a cancel
+        if job.stop_requested != StopRequest.CANCEL:  # a suspend under way becomes a cancel
             self.store.update(
                 job_id, stop_requested=StopRequest.CANCEL, stop_by=by, reason=f"cancelling: cancelled by {by}"
             )
-        if self.is_scheduler and (job_id not in self._stopping or request == StopRequest.CANCEL):
-            self._stop(job.id, job.handle, suspend=request == StopRequest.SUSPEND)
+        if self.is_scheduler and (job_id not in self._stopping or job.stop_requested == StopRequest.SUSPEND):
+            self._stop(job.id, job.handle)  # (a suspend under way is stopped now)
 
     # --- what the views ask ----------------------------------------------------------------
 
@@ -396,7 +395,8 @@ class LocalScheduler:
             return
         loop, grace = asyncio.get_running_loop(), self.settings.grace_s
         if suspend:
-            loop.run_in_executor(None, self.backend.suspend, job_id, handle, self.settings.suspend_grace_s, grace)
+            jobdir = self.files.jobdir(job_id)
+            loop.run_in_executor(None, suspend_once_begun, self.backend, job_id, jobdir, handle, self.settings)
         else:
             loop.run_in_executor(None, self.backend.stop, job_id, handle, grace)
 
@@ -468,6 +468,13 @@ class LocalScheduler:
         if handle is not None:
             self.store.update(job_id, handle=json.dumps(handle))
         return handle
+
+
+def suspend_once_begun(backend: ProcessBackend, job_id: str, jobdir: JobDir, handle: dict, settings: Settings) -> None:
+    """Ask a job's worker to suspend once it has begun (a job runs from the moment its process
+    starts, before the worker listens for the request); it has the rest of the grace period."""
+    waited = jobdir.wait_for_worker(settings.suspend_grace_s)
+    backend.suspend(job_id, handle, max(0.0, settings.suspend_grace_s - waited), settings.grace_s)
 
 
 def after_work_reason(manifest: dict) -> str:
