@@ -141,7 +141,7 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
     if args.every <= 0:
         parser.error("--every must be a positive number of hours")
-    jobs, _ = window_jobs(args.trace, args.start, args.end, args.seed)
+    jobs, _ = window_jobs(args.trace, args.start, args.end, args.seed, model=args.deadlines)
     replay = ForecastingReplay(jobs, POLICIES[args.policy], args.gpus, args.machine_gpus, args.every * 3600)
     began = time.perf_counter()
     replay.run()

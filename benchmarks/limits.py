@@ -102,7 +102,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--waits", default="0,0.01,0.1,1", type=lambda s: [float(x) for x in s.split(",")],
                         help="the bounds x of 'e31, waits bounded' (x times the expected run time)")  # fmt: skip
     args = parser.parse_args(argv)
-    jobs, window = window_jobs(args.trace, args.start, args.end, args.seed)
+    jobs, window = window_jobs(args.trace, args.start, args.end, args.seed, model=args.deadlines)
     variants = (
         [POLICIES[name] for name in args.policies] + [waits_bounded(x) for x in args.waits] + [large_jobs_never_wait()]
     )

@@ -5,14 +5,23 @@
 
 Reads submit time as ``timestamp``, ``submit_time`` or ``submission_time`` (a date-time, or
 seconds), ``duration`` (seconds), ``num_gpus`` or ``num_gpu``, and the team as ``cluster``,
-``vc`` or ``user`` when there is one. What traces lack is drawn from ``--seed``
-(``e31_jupyter.core.simulator.synthesise``): deadline = submit + k x duration, k uniform in [1.2, 3];
-declared max run time = duration x a factor uniform in [1, 3]. Policies see GPUs, submit time,
-deadline and declared run time, never the duration.
+``vc`` or ``user`` when there is one, and when the trace has them ``deadline`` (a date-time, or
+seconds on the submit times' clock) and the declared run time as ``max_runtime``, ``time_limit`` or
+``declared_runtime`` (seconds). What the trace lacks (a missing column, or a blank cell) is drawn
+from ``--seed`` (``e31_jupyter.core.simulator.synthesise``): declared max run time = duration x a
+factor uniform in [1, 3]; the deadline by ``--deadlines``:
+
+- ``slack`` (the default): submit + k x duration, k uniform in [1.2, 3];
+- ``clock``: users who want results by a time of day: the next 09:00 or 18:00 (UTC, the trace's
+  clock) at least the declared max run time after the submit.
+
+Policies see GPUs, submit time, deadline and declared run time, never the duration.
 
 Jobs submitted in [--start, --end) are replayed on an empty cluster of --gpus GPUs in machines of
 --machine-gpus, to the end of the last job. Prints a markdown table (or, with --json, one JSON
-object keyed by policy) and draws a PNG comparing the policies (--plot).
+object keyed by policy) and draws a PNG comparing the policies (--plot). Besides the overall miss
+rate, the figures count misses per size class (every job not done by its deadline: expired, refused
+or late) and the worst team's share of jobs done on time over the best's (null without teams).
 """
 
 from __future__ import annotations
@@ -24,6 +33,7 @@ import json
 import random
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
@@ -31,16 +41,18 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from e31_jupyter.core.machines import Cluster  # noqa: E402
 from e31_jupyter.core.policy import POLICIES, Pending, Running, Snapshot  # noqa: E402
 from e31_jupyter.core.runtimes import RuntimeModel, ShortDemand  # noqa: E402
-from e31_jupyter.core.simulator import SIZE_CLASSES, simulate, summarise, synthesise  # noqa: E402
+from e31_jupyter.core.simulator import DEADLINE_MODELS, SIZE_CLASSES, simulate, summarise, synthesise  # noqa: E402
 
 SUBMIT = ("timestamp", "submit_time", "submission_time")
 GPUS = ("num_gpus", "num_gpu")
 TEAM = ("cluster", "vc", "user")
+DEADLINE = ("deadline",)
+MAX_RUNTIME = ("max_runtime", "time_limit", "declared_runtime")
 
 
 def main(argv: list[str] | None = None) -> None:
     args = _parse(argv)
-    jobs, (start, end) = window_jobs(args.trace, args.start, args.end, args.seed)
+    jobs, (start, end) = window_jobs(args.trace, args.start, args.end, args.seed, model=args.deadlines)
     results = {}
     for name in args.policies:
         began = time.perf_counter()
@@ -62,7 +74,8 @@ def main(argv: list[str] | None = None) -> None:
 
 
 def replay_arguments(doc: str) -> argparse.ArgumentParser:
-    """What every replay of a trace window takes: the trace, the cluster, the window, the seed."""
+    """What every replay of a trace window takes: the trace, the cluster, the window, the seed and
+    how deadlines the trace lacks are drawn."""
     parser = argparse.ArgumentParser(description=doc.split("\n\n")[0])
     parser.add_argument("--trace", required=True, type=Path)
     parser.add_argument("--gpus", type=int, default=640)
@@ -70,6 +83,9 @@ def replay_arguments(doc: str) -> argparse.ArgumentParser:
     parser.add_argument("--start", help="first submit day (YYYY-MM-DD[ HH:MM:SS], or seconds)")
     parser.add_argument("--end", help="submits before this")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--deadlines", choices=DEADLINE_MODELS, default="slack",
+                        help="how deadlines the trace lacks are drawn: submit + k x duration (slack), "
+                        "or the next 09:00 or 18:00 UTC the declared run time allows (clock)")  # fmt: skip
     parser.add_argument("--json", action="store_true", help="print JSON instead of the table")
     return parser
 
@@ -96,35 +112,57 @@ def _parse(argv):
 # --- the trace ---------------------------------------------------------------------------------
 
 
-def window_jobs(path: Path, start: str | None, end: str | None, seed: int) -> tuple[list, tuple[float, float]]:
-    """The trace's jobs submitted in [start, end) (the whole trace by default), with what traces
-    lack drawn from ``seed``; and the window in seconds."""
-    submits, durations, gpus, teams = read_trace(path)
+def window_jobs(
+    path: Path, start: str | None, end: str | None, seed: int, model: str = "slack"
+) -> tuple[list, tuple[float, float]]:
+    """The trace's jobs submitted in [start, end) (the whole trace by default), with what the trace
+    lacks drawn from ``seed``, deadlines by ``model`` (``synthesise``); and the window in seconds."""
+    submits, durations, gpus, teams, deadlines, max_runtimes = read_trace(path)
     first = _when(start) if start else min(submits)
     last = _when(end) if end else max(submits) + 1
     keep = [i for i, s in enumerate(submits) if first <= s < last]
-    picked = ([column[i] for i in keep] for column in (submits, durations, gpus, teams))
-    return synthesise(*picked, seed), (first, last)
+    submits, durations, gpus, teams, deadlines, max_runtimes = (
+        [column[i] for i in keep] for column in (submits, durations, gpus, teams, deadlines, max_runtimes)
+    )
+    jobs = synthesise(
+        submits, durations, gpus, teams, seed, deadlines=deadlines, max_runtimes=max_runtimes, model=model
+    )
+    return jobs, (first, last)
 
 
-def read_trace(path: Path) -> tuple[list[float], list[float], list[int], list[str]]:
-    """Submit times (seconds), durations, GPUs and teams of every job in a CSV trace."""
+def read_trace(
+    path: Path,
+) -> tuple[list[float], list[float], list[int], list[str], list[float | None], list[float | None]]:
+    """Submit times (seconds), durations, GPUs, teams, deadlines (seconds) and declared run times
+    of every job in a CSV trace; a deadline or run time is None where the trace has none."""
     with open(path, newline="") as f:
         reader = csv.DictReader(f)
         columns = reader.fieldnames or []
         submit, gpus = _column(columns, SUBMIT, path), _column(columns, GPUS, path)
-        team = next((c for c in TEAM if c in columns), None)
+        team, deadline, max_runtime = (_optional_column(columns, names) for names in (TEAM, DEADLINE, MAX_RUNTIME))
         rows = list(reader)
     return (
         [_when(r[submit]) for r in rows],
         [float(r["duration"]) for r in rows],
         [int(float(r[gpus])) for r in rows],
         [r[team] if team else "" for r in rows],
+        [_cell(r, deadline, _when) for r in rows],
+        [_cell(r, max_runtime, float) for r in rows],
     )
 
 
+def _optional_column(columns: list[str], names: tuple[str, ...]) -> str | None:
+    return next((c for c in names if c in columns), None)
+
+
+def _cell(row: dict[str, str], column: str | None, parse: Callable[[str], float]) -> float | None:
+    """A row's value in an optional column; None where there is no such column or the cell is blank."""
+    text = (row.get(column) or "").strip() if column else ""
+    return parse(text) if text else None
+
+
 def _column(columns: list[str], names: tuple[str, ...], path: Path) -> str:
-    found = next((c for c in names if c in columns), None)
+    found = _optional_column(columns, names)
     if found is None:
         sys.exit(f"{path}: no column {' or '.join(names)} (columns: {', '.join(columns)})")
     return found
@@ -202,23 +240,29 @@ def _busy_cluster(gpus: int, machine_gpus: int, now: float, rng: random.Random) 
 
 def _table(results: dict, args, jobs: int, offered: float) -> str:
     head = (
-        "| policy | miss rate | goodput | util. | mean JCT h | "
+        "| policy | miss rate | miss rate "
+        + " / ".join(SIZE_CLASSES)
+        + " | goodput | util. | mean JCT h | "
         + " | ".join(f"wait {c} mean/p99 h" for c in SIZE_CLASSES)
-        + " | fairness worst | Jain | makespan h | jobs/s |"
+        + " | fairness worst | Jain | team on-time worst | makespan h | jobs/s |"
     )
     if args.pass_ms:
         head += " 10k pass ms |"
     lines = [
-        f"{jobs} jobs, {args.gpus} GPUs in machines of {args.machine_gpus}, offered load {offered:.2f}, seed {args.seed}",
+        f"{jobs} jobs, {args.gpus} GPUs in machines of {args.machine_gpus}, offered load {offered:.2f}, "
+        f"seed {args.seed}, {args.deadlines} deadlines where the trace has none",
         "",
         head,
         "|" + "---|" * (head.count("|") - 1),
     ]
     for name, r in results.items():
+        misses = " / ".join(f"{r['miss_rate_by_class'][c]:.3f}" for c in SIZE_CLASSES)
         waits = " | ".join(f"{r['wait_mean_h'][c]:.2f} / {r['wait_p99_h'][c]:.2f}" for c in SIZE_CLASSES)
+        team_ontime = "-" if r["team_ontime_worst"] is None else f"{r['team_ontime_worst']:.3f}"
         line = (
-            f"| {name} | {r['miss_rate']:.3f} | {r['goodput']:.3f} | {r['utilization']:.3f} | {r['mean_jct_h']:.1f} | "
-            f"{waits} | {r['fairness_worst']:.3f} | {r['jain']:.3f} | {r['makespan_h']:.0f} | {r['jobs_per_s']:.0f} |"
+            f"| {name} | {r['miss_rate']:.3f} | {misses} | {r['goodput']:.3f} | {r['utilization']:.3f} | "
+            f"{r['mean_jct_h']:.1f} | {waits} | {r['fairness_worst']:.3f} | {r['jain']:.3f} | {team_ontime} | "
+            f"{r['makespan_h']:.0f} | {r['jobs_per_s']:.0f} |"
         )
         if args.pass_ms:
             line += f" {r['pass_10k_ms']:.1f} |"

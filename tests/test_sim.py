@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime as dt
 import importlib.util
 import json
 import random
@@ -13,13 +14,28 @@ import pytest
 
 from e31_jupyter.core.fairshare import FAIR_SHARE_HALF_LIFE_S, Usage, decayed
 from e31_jupyter.core.policy import POLICIES, Policy
-from e31_jupyter.core.simulator import Outcome, Simulation, TraceJob, simulate, summarise, synthesise
+from e31_jupyter.core.simulator import (
+    Outcome,
+    Simulation,
+    TraceJob,
+    next_clock_deadline,
+    simulate,
+    summarise,
+    synthesise,
+)
 
 BENCHMARK = Path(__file__).resolve().parent.parent / "benchmarks" / "scheduling.py"
 
 
 def job(id, submit, duration, gpus=1, team="t", deadline=1e12, declared=None) -> TraceJob:
     return TraceJob(id, float(submit), float(duration), gpus, team, float(deadline), float(declared or duration))
+
+
+def outcome(id, team, gpus, duration, deadline, started=None, expired=None) -> Outcome:
+    """A job's outcome as a replay leaves it: submitted at 0, run from ``started`` for its duration."""
+    o = Outcome(TraceJob(id, 0.0, duration, gpus, team, deadline, duration), started_at=started, expired_at=expired)
+    o.finished_at = None if started is None else started + duration
+    return o
 
 
 def by_id(outcomes) -> dict[str, Outcome]:
@@ -47,6 +63,44 @@ def test_synthesised_deadlines_and_declared_run_times_are_seeded_and_in_range():
         assert j.duration <= j.max_runtime <= 3 * j.duration
     assert jobs[0].pending().estimate == jobs[0].max_runtime  # policies see the declared time only
     assert not hasattr(jobs[0].pending(), "duration")
+
+
+def _utc(text: str) -> float:
+    return dt.datetime.fromisoformat(text).replace(tzinfo=dt.timezone.utc).timestamp()
+
+
+def test_clock_deadlines_are_the_next_9_or_18_utc_the_declared_run_time_allows_and_are_seeded():
+    assert next_clock_deadline(_utc("2017-10-09 09:00:00")) == _utc("2017-10-09 09:00:00")
+    assert next_clock_deadline(_utc("2017-10-09 09:00:01")) == _utc("2017-10-09 18:00:00")
+    assert next_clock_deadline(_utc("2017-10-09 18:00:01")) == _utc("2017-10-10 09:00:00")
+    rng = random.Random(4)
+    submits = [_utc("2017-10-09 00:00:00") + rng.uniform(0, 3 * 86400) for _ in range(200)]
+    durations = [rng.choice([60, 3600, 8 * 3600, 50 * 3600]) for _ in submits]
+    columns = (submits, durations, [1] * 200, ["a"] * 200)
+    jobs = synthesise(*columns, seed=5, model="clock")
+    assert jobs == synthesise(*columns, seed=5, model="clock")
+    assert [j.deadline for j in jobs] != [j.deadline for j in synthesise(*columns, seed=6, model="clock")]
+    # the same draws as the slack model: only the deadline differs
+    assert [j.max_runtime for j in jobs] == [j.max_runtime for j in synthesise(*columns, seed=5)]
+    for j in jobs:
+        deadline = dt.datetime.fromtimestamp(j.deadline, dt.timezone.utc)
+        assert (deadline.hour, deadline.minute, deadline.second) in {(9, 0, 0), (18, 0, 0)}
+        assert j.deadline - j.submitted_at >= j.max_runtime
+        slot_before = j.deadline - (9 if deadline.hour == 18 else 15) * 3600
+        assert slot_before - j.submitted_at < j.max_runtime  # no earlier 09:00 or 18:00 would do
+
+
+def test_a_traces_own_deadlines_and_run_times_are_kept_and_the_rest_drawn_as_without_them():
+    columns = ([0, 10, 20], [100, 200, 300], [1, 2, 4], ["a", "b", "c"])
+    drawn = synthesise(*columns, seed=7)
+    given = synthesise(*columns, seed=7, deadlines=[None, 50.0, None], max_runtimes=[1000.0, None, None])
+    assert (given[0].max_runtime, given[1].deadline) == (1000.0, 50.0)
+    assert (given[0].deadline, given[1].max_runtime) == (drawn[0].deadline, drawn[1].max_runtime)
+    assert given[2] == drawn[2]
+    clock = synthesise(*columns, seed=7, max_runtimes=[1000.0, None, None], model="clock")
+    assert clock[0].deadline == next_clock_deadline(1000.0)  # from the declared run time the trace gives
+    with pytest.raises(ValueError, match="unknown deadline model"):
+        synthesise(*columns, model="noon")
 
 
 # -- the replay -------------------------------------------------------------------------------
@@ -132,11 +186,6 @@ def test_fair_share_usage_is_the_meter_decayed():
 
 
 def test_summary_figures_on_a_hand_made_replay():
-    def outcome(id, team, gpus, duration, deadline, started=None, expired=None):
-        o = Outcome(TraceJob(id, 0.0, duration, gpus, team, deadline, duration), started_at=started, expired_at=expired)
-        o.finished_at = None if started is None else started + duration
-        return o
-
     outcomes = [
         outcome("a", "x", 1, 100, 200, started=0),  # on time, slowdown 1
         outcome("b", "x", 2, 100, 150, started=100),  # late, slowdown 2
@@ -158,6 +207,37 @@ def test_summary_figures_on_a_hand_made_replay():
     r = summarise(many, gpus=40, window=(0.0, 400.0))
     assert r["fairness_worst"] == pytest.approx(1 / 2)  # team means 1 and 2
     assert r["jain"] == pytest.approx(9 / 10)  # (1 + 2)^2 / (2 x (1 + 4))
+
+
+def test_miss_rates_per_size_class_count_expired_refused_and_late_jobs():
+    outcomes = [
+        outcome("on time", "x", 1, 100, 200, started=0),
+        outcome("expired", "x", 1, 100, 500, expired=60),
+        outcome("refused", "x", 1, 100, 500, expired=0),  # dropped at its submit
+        outcome("late", "x", 4, 100, 150, started=100),
+        outcome("big on time", "x", 16, 100, 500, started=300),
+    ]
+    r = summarise(outcomes, gpus=16, window=(0.0, 400.0))
+    assert r["miss_rate_by_class"] == {"1": pytest.approx(2 / 3), "2-8": 1.0, ">8": 0.0}
+    assert r["miss_rate"] == pytest.approx(3 / 5)
+    none_in_class = summarise(outcomes[:1], gpus=16, window=(0.0, 400.0))["miss_rate_by_class"]
+    assert none_in_class == {"1": 0.0, "2-8": 0.0, ">8": 0.0}
+
+
+def test_team_ontime_worst_is_the_lowest_teams_share_on_time_over_the_highest():
+    x = [outcome(f"x{i}", "x", 1, 100, 200, started=0) for i in range(15)]
+    x += [outcome(f"x-late{i}", "x", 1, 100, 150, started=100) for i in range(3)]
+    x += [outcome(f"x-expired{i}", "x", 1, 100, 200, expired=0) for i in range(2)]
+    y = [outcome(f"y{i}", "y", 2, 100, 200, started=0) for i in range(16)]
+    y += [outcome(f"y-late{i}", "y", 2, 100, 150, started=100) for i in range(4)]
+    small = [outcome(f"z{i}", "z", 1, 100, 150, expired=0) for i in range(19)]  # under 20 jobs: left out
+    r = summarise(x + y + small, gpus=64, window=(0.0, 400.0))
+    assert r["team_ontime_worst"] == pytest.approx((15 / 20) / (16 / 20))
+    all_missed = [outcome(f"w{i}", "w", 1, 100, 50, expired=0) for i in range(20)]
+    assert summarise(x + all_missed, gpus=64, window=(0.0, 400.0))["team_ontime_worst"] == 0.0  # as uneven as it gets
+    assert summarise(small, gpus=64, window=(0.0, 400.0))["team_ontime_worst"] == 1.0  # no team counts
+    no_teams = [outcome(f"n{i}", "", 1, 100, 200, started=0) for i in range(25)]
+    assert summarise(no_teams, gpus=64, window=(0.0, 400.0))["team_ontime_worst"] is None
 
 
 # -- the benchmark -------------------------------------------------------------------------------
@@ -191,6 +271,33 @@ def test_the_benchmark_reads_other_trace_formats_and_prints_json(tmp_path):
         assert set(figures["wait_mean_h"]) == set(figures["wait_p99_h"]) == {"1", "2-8", ">8"}
         assert figures["jobs"] == 140  # submits in [600, 9000)
     assert plot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+@pytest.mark.slow
+def test_the_benchmark_keeps_a_traces_deadlines_and_time_limits_and_draws_only_blank_ones(tmp_path):
+    """On an empty cluster edf starts every job at its submit, so each one finishes an hour after
+    it. Were deadlines and time limits drawn, every job would be on time; the trace's own make
+    these miss: a deadline half an hour after the submit, and a 60 s time limit that puts the
+    clock model's deadline at 09:00, an hour after the submit at 08:10 or later."""
+
+    def row(submit: str, team: str, deadline: str = "", time_limit: str = "") -> tuple:
+        return (submit, 3600, 1, team, deadline, time_limit)
+
+    day = "2017-10-09 "
+    rows = [row(f"{day}12:{i:02d}:00", "p", deadline=f"{day}12:{30 + i:02d}:00") for i in range(10)]
+    rows += [row(f"{day}08:{10 + i:02d}:00", "q", time_limit="60") for i in range(10)]
+    rows += [row(f"{day}13:{i:02d}:00", "p") for i in range(20)] + [row(f"{day}14:{i:02d}:00", "q") for i in range(10)]
+    trace = _write_trace(tmp_path, "timestamp,duration,num_gpus,cluster,deadline,time_limit", rows)
+    run = subprocess.run(
+        [sys.executable, str(BENCHMARK), "--trace", str(trace), "--gpus", "64", "--policies", "edf",
+         "--deadlines", "clock", "--json", "--plot", str(tmp_path / "plot.png"), "--no-pass-time"],
+        capture_output=True, text=True, check=True, timeout=120,
+    )  # fmt: skip
+    figures = json.loads(run.stdout)["edf"]
+    assert figures["jobs"] == 50 and figures["expired"] == 0.0
+    assert figures["miss_rate"] == pytest.approx(20 / 50)
+    assert figures["miss_rate_by_class"] == {"1": pytest.approx(20 / 50), "2-8": 0.0, ">8": 0.0}
+    assert figures["team_ontime_worst"] == pytest.approx((10 / 20) / (20 / 30))  # q: 10 of 20, p: 20 of 30
 
 
 @pytest.mark.slow

@@ -11,6 +11,15 @@ Fair-share usage is the meter's GPU-seconds (GPUs x time held), decayed by
 ``fairshare.FAIR_SHARE_HALF_LIFE_S``; run-time estimates are learned only from jobs that have ended
 (their declared run time, their deadline window and what they took), short jobs' demand only from
 jobs already submitted.
+
+What a public trace lacks is drawn from a seed (``synthesise``): a declared max run time of run
+time x a factor uniform in OVERESTIMATE, and a deadline by one of DEADLINE_MODELS:
+
+- ``slack``: submit + k x run time, k uniform in DEADLINE_FACTOR;
+- ``clock``: people who want results by a time of day: the first of DEADLINE_HOURS (09:00 or
+  18:00 UTC, the trace's clock) at least the declared max run time after the submit.
+
+A trace's own deadlines and declared run times, where it has them, are used as they are.
 """
 
 from __future__ import annotations
@@ -31,8 +40,11 @@ from e31_jupyter.core.states import JobState
 
 TICK_S = 300.0
 STALL_TICKS = 100_000  # passes on an idle cluster that start nothing before a replay gives up
-DEADLINE_FACTOR = (1.2, 3.0)  # deadline = submit + k x run time
+DEADLINE_FACTOR = (1.2, 3.0)  # slack model: deadline = submit + k x run time
+DEADLINE_HOURS = (9, 18)  # clock model: deadlines at these hours of the day (UTC)
+DEADLINE_MODELS = ("slack", "clock")
 OVERESTIMATE = (1.0, 3.0)  # declared max run time = run time x this
+DAY_S = 86_400.0
 
 
 @dataclass(frozen=True)
@@ -52,18 +64,53 @@ class TraceJob:
 
 
 def synthesise(
-    submits: Sequence[float], durations: Sequence[float], gpus: Sequence[int], teams: Sequence[str], seed: int = 0
+    submits: Sequence[float],
+    durations: Sequence[float],
+    gpus: Sequence[int],
+    teams: Sequence[str],
+    seed: int = 0,
+    *,
+    deadlines: Sequence[float | None] | None = None,
+    max_runtimes: Sequence[float | None] | None = None,
+    model: str = "slack",
 ) -> list[TraceJob]:
-    """Trace jobs with what public traces lack, drawn from ``seed``: a deadline of submit + k x run
-    time, k uniform in DEADLINE_FACTOR, and a declared max run time of run time x a factor uniform
-    in OVERESTIMATE (people over-estimate: it often exceeds the deadline's slack)."""
+    """Trace jobs with what public traces lack drawn from ``seed``. ``deadlines`` and
+    ``max_runtimes`` are the trace's own, per job (None where it has none): those are kept, and
+    only the rest drawn. A declared max run time is run time x a factor uniform in OVERESTIMATE
+    (people over-estimate: it often exceeds the deadline's slack). A deadline comes from
+    ``model``: ``slack``, submit + k x run time, k uniform in DEADLINE_FACTOR; or ``clock``, the
+    next of DEADLINE_HOURS at least the declared max run time after the submit.
+
+    Every job draws k and the factor, in that order, whatever the model and whatever the trace
+    gives: one job's draws never depend on another's values, and a seed gives the same draws."""
+    if model not in DEADLINE_MODELS:
+        raise ValueError(f"unknown deadline model {model!r}; known: {', '.join(DEADLINE_MODELS)}")
+    given_deadlines = deadlines or [None] * len(submits)
+    given_runtimes = max_runtimes or [None] * len(submits)
     rng = random.Random(seed)
     jobs = []
     for i, (submit, duration, g, team) in enumerate(zip(submits, durations, gpus, teams)):
-        duration = max(float(duration), 1.0)
+        submit, duration = float(submit), max(float(duration), 1.0)
         k, over = rng.uniform(*DEADLINE_FACTOR), rng.uniform(*OVERESTIMATE)
-        jobs.append(TraceJob(f"j{i}", float(submit), duration, int(g), team, submit + k * duration, duration * over))
+        declared = _given_or(given_runtimes[i], duration * over)
+        drawn = submit + k * duration if model == "slack" else next_clock_deadline(submit + declared)
+        jobs.append(TraceJob(f"j{i}", submit, duration, int(g), team, _given_or(given_deadlines[i], drawn), declared))
     return jobs
+
+
+def next_clock_deadline(earliest: float) -> float:
+    """The first of DEADLINE_HOURS (UTC, seconds since the epoch) at or after ``earliest``."""
+    midnight = math.floor(earliest / DAY_S) * DAY_S
+    return next(
+        when
+        for day in (0, 1)
+        for hour in DEADLINE_HOURS
+        if (when := midnight + day * DAY_S + hour * 3600.0) >= earliest
+    )
+
+
+def _given_or(given: float | None, drawn: float) -> float:
+    return drawn if given is None else float(given)
 
 
 @dataclass
@@ -196,12 +243,17 @@ def summarise(outcomes: Sequence[Outcome], gpus: int, window: tuple[float, float
     [start, end) over which utilisation is measured.
 
     - miss_rate: share of jobs that expired or finished after their deadline.
+    - miss_rate_by_class: the same per size class; like miss_rate it counts every job that did not
+      finish by its deadline (expired, refused or late).
     - goodput: GPU-hours of jobs that finished on time / GPU-hours asked.
     - wait: time in the queue until the job started or was dropped, per size class.
     - mean_jct_h: mean submit -> end over jobs that ran.
     - fairness_worst: each team's mean slowdown (submit -> end over run time, jobs that ran),
       over teams with at least FAIRNESS_MIN_JOBS jobs; lowest team mean / highest (1 = even).
       jain: Jain's index over the same team means.
+    - team_ontime_worst: each team's share of its jobs that finished by their deadline, over
+      teams with at least FAIRNESS_MIN_JOBS jobs; lowest share / highest (1 = even). None when
+      the trace has no teams.
     """
     asked = sum(o.job.gpus * o.job.duration for o in outcomes) or 1.0
     good = sum(o.job.gpus * o.job.duration for o in outcomes if o.on_time)
@@ -211,7 +263,8 @@ def summarise(outcomes: Sequence[Outcome], gpus: int, window: tuple[float, float
     fairness_worst, jain = _fairness(outcomes)
     return {
         "jobs": len(outcomes),
-        "miss_rate": sum(not o.on_time for o in outcomes) / max(len(outcomes), 1),
+        "miss_rate": _missed(outcomes),
+        "miss_rate_by_class": {c: _missed(of_class) for c, of_class in _by_class(outcomes).items()},
         JobState.EXPIRED.value: sum(o.expired_at is not None for o in outcomes) / max(len(outcomes), 1),
         "goodput": good / asked,
         "utilization": held / (gpus * (end - start)) if end > start else 0.0,
@@ -220,6 +273,7 @@ def summarise(outcomes: Sequence[Outcome], gpus: int, window: tuple[float, float
         "wait_p99_h": {c: (quantile(sorted(w), 0.99) if w else 0.0) / 3600 for c, w in _waits(outcomes).items()},
         "fairness_worst": fairness_worst,
         "jain": jain,
+        "team_ontime_worst": _team_ontime_worst(outcomes),
         "makespan_h": (max((ended for _, _, ended in ran), default=start) - start) / 3600,
     }
 
@@ -230,24 +284,49 @@ def _span(o: Outcome) -> tuple[float, float]:
     return o.started_at, o.finished_at
 
 
-def _waits(outcomes: Iterable[Outcome]) -> dict[str, list[float]]:
-    waits: dict[str, list[float]] = {c: [] for c in SIZE_CLASSES}
+def _missed(outcomes: Sequence[Outcome]) -> float:
+    """Share of jobs that did not finish by their deadline: expired, refused or late."""
+    return sum(not o.on_time for o in outcomes) / max(len(outcomes), 1)
+
+
+def _by_class(outcomes: Iterable[Outcome]) -> dict[str, list[Outcome]]:
+    classes: dict[str, list[Outcome]] = {c: [] for c in SIZE_CLASSES}
     for o in outcomes:
-        waits[size_class(o.job.gpus)].append(o.left_queue_at - o.job.submitted_at)
-    return waits
+        classes[size_class(o.job.gpus)].append(o)
+    return classes
+
+
+def _waits(outcomes: Iterable[Outcome]) -> dict[str, list[float]]:
+    return {c: [o.left_queue_at - o.job.submitted_at for o in of_class] for c, of_class in _by_class(outcomes).items()}
+
+
+def _big_teams(outcomes: Iterable[Outcome]) -> list[list[Outcome]]:
+    """The jobs of each team with at least FAIRNESS_MIN_JOBS of them."""
+    teams: dict[str, list[Outcome]] = defaultdict(list)
+    for o in outcomes:
+        teams[o.job.team].append(o)
+    return [jobs for jobs in teams.values() if len(jobs) >= FAIRNESS_MIN_JOBS]
 
 
 def _fairness(outcomes: Iterable[Outcome]) -> tuple[float, float]:
-    slowdowns: dict[str, list[float]] = defaultdict(list)
-    counts: dict[str, int] = defaultdict(int)
-    for o in outcomes:
-        counts[o.job.team] += 1
-        if o.finished_at is not None:
-            slowdowns[o.job.team].append((o.finished_at - o.job.submitted_at) / o.job.duration)
-    means = [_mean(s) for team, s in slowdowns.items() if counts[team] >= FAIRNESS_MIN_JOBS and s]
+    slowdowns = [[_slowdown(o) for o in jobs if o.finished_at is not None] for jobs in _big_teams(outcomes)]
+    means = [_mean(s) for s in slowdowns if s]
     if not means:
         return 1.0, 1.0
     return min(means) / max(means), sum(means) ** 2 / (len(means) * sum(m * m for m in means))
+
+
+def _slowdown(o: Outcome) -> float:
+    assert o.finished_at is not None, "only a job that ran has a slowdown"
+    return (o.finished_at - o.job.submitted_at) / o.job.duration
+
+
+def _team_ontime_worst(outcomes: Sequence[Outcome]) -> float | None:
+    if all(o.job.team == "" for o in outcomes):
+        return None
+    shares = [1.0 - _missed(jobs) for jobs in _big_teams(outcomes)]
+    highest = max(shares, default=0.0)
+    return min(shares) / highest if highest > 0 else 1.0
 
 
 def _overlap(a: float, b: float, start: float, end: float) -> float:
