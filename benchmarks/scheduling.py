@@ -40,7 +40,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from e31_jupyter.core.machines import Cluster  # noqa: E402
 from e31_jupyter.core.policy import POLICIES, Pending, Running, Snapshot  # noqa: E402
-from e31_jupyter.core.runtimes import RuntimeModel, ShortDemand  # noqa: E402
+from e31_jupyter.core.runtimes import RuntimeModel, UrgentDemand  # noqa: E402
 from e31_jupyter.core.simulator import DEADLINE_MODELS, SIZE_CLASSES, simulate, summarise, synthesise  # noqa: E402
 
 SUBMIT = ("timestamp", "submit_time", "submission_time")
@@ -185,7 +185,7 @@ def pass_times_ms(
 ) -> dict[str, float]:
     """Each policy's median CPU time of one scheduling pass (sort included) over ``queued``
     waiting jobs on a busy cluster, with a learned run-time model, fair-share usage for 15 teams
-    and a day of bursts of short jobs (so e31's lane is the grown one). A job ends before each
+    and a day of bursts of short jobs that could not wait (so e31 keeps a lane). A job ends before each
     pass, as before most passes of a live queue, so what the model keeps for that team is worked
     out again. The policies take turns, pass by pass, each round in a new order, so that every
     policy meets the machine as it was: its speed swings from one second to the next."""
@@ -205,10 +205,11 @@ def pass_times_ms(
                 f"p{i}", g, now - rng.uniform(0, 1e5), runtime, runtime, now + rng.uniform(-1e4, 1e5), rng.choice(teams)
             )
         )
-    demand = ShortDemand(machine_gpus=machine_gpus)
+    demand = UrgentDemand(machine_gpus=machine_gpus)
     for hour in range(24):
+        came = now - 86400 + hour * 3600
         for _ in range(gpus // 2):
-            demand.submitted(now - 86400 + hour * 3600, 1, 3600.0)
+            demand.submitted(came, 1, 3600.0, came + 4000.0)  # could not wait
     usage = {t: rng.uniform(0, 1e8) for t in teams}
     names = list(policies)
     times: dict[str, list[float]] = {name: [] for name in names}

@@ -7,7 +7,7 @@ import pytest
 from e31_jupyter.core.forecast import FORECAST_JOBS, expected_starts, run_forward
 from e31_jupyter.core.machines import Cluster
 from e31_jupyter.core.policy import POLICIES, Pending, Running, Snapshot
-from e31_jupyter.core.runtimes import RuntimeModel, ShortDemand
+from e31_jupyter.core.runtimes import RuntimeModel, UrgentDemand
 
 NOW = 100_000.0
 E31 = POLICIES["e31"]
@@ -177,11 +177,11 @@ def test_a_long_job_held_back_for_short_ones_is_expected_as_if_they_keep_coming(
     queued = [Pending("long", 2, NOW, 2 * day, 2 * day)]
     ending = [Running("r", 6, NOW, 2 * day, (0,), 2 * day), Running("s", 1, NOW, 1.5 * day, (0,), 1.5 * day)]
     snap = _snapshot(10, ending)
-    snap.demand = ShortDemand()
-    snap.demand.submitted(NOW - 7200, 1, 600.0)  # a short job came two hours ago
+    snap.demand = UrgentDemand()
+    snap.demand.submitted(NOW - 7200, 1, 600.0, NOW - 6000)  # a short job that could not wait came two hours ago
     seen = run_forward(E31.walk, E31.order(queued, snap), snap)
     assert seen.starts == {"long": NOW + 2 * day}  # when r ends: not when s does, over a day after that short job
     assert "a day after the last short job came" in seen.held_back["long"]  # the rule, said as it is
     none_came = _snapshot(10, [Running("r", 6, NOW, 2 * day, (0,), 2 * day)])
-    none_came.demand = ShortDemand()
+    none_came.demand = UrgentDemand()
     assert _forecast(queued, none_came) == {"long": NOW}

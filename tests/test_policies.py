@@ -8,8 +8,8 @@ from dataclasses import replace
 import pytest
 
 from e31_jupyter.core.machines import Cluster
-from e31_jupyter.core.policy import E31_LANE, E31_LONG_SHARE, POLICIES, Pending, Policy, Running, Snapshot, e31_lanes
-from e31_jupyter.core.runtimes import RuntimeModel, ShortDemand
+from e31_jupyter.core.policy import E31_LONG_SHARE, POLICIES, Pending, Policy, Running, Snapshot, e31_lane
+from e31_jupyter.core.runtimes import RuntimeModel, UrgentDemand
 from e31_jupyter.core.simulator import TraceJob, simulate
 
 NOW = 10_000.0
@@ -201,6 +201,25 @@ def test_a_stream_of_small_jobs_does_not_starve_a_big_one(name):
     assert big.started_at is not None and big.started_at - big.job.submitted_at <= 100.0 + 10.0
 
 
+def _a_burst_and_a_latecomer() -> list[TraceJob]:
+    """4 GPUs. One team's burst of 16 one-GPU jobs of 1000 s at 0, all due by 4100 (four rounds
+    make it, just); another team's two such jobs come at 10, due by 4500."""
+    burst = [TraceJob(f"b{i}", 0.0, 1000.0, 1, "burst", 4100.0, 1000.0) for i in range(16)]
+    return burst + [TraceJob(f"o{i}", 10.0, 1000.0, 1, "other", 4500.0, 1000.0) for i in range(2)]
+
+
+def _on_time_by_team(name: str) -> dict[str, int]:
+    on_time = {"burst": 0, "other": 0}
+    for o in simulate(_a_burst_and_a_latecomer(), POLICIES[name], gpus=4):
+        on_time[o.job.team] += o.on_time
+    return on_time
+
+
+def test_one_teams_burst_does_not_take_every_deadline_from_another_team():
+    assert _on_time_by_team("edf") == {"burst": 16, "other": 0}  # deadline order alone: the burst takes all
+    assert _on_time_by_team("e31") == {"burst": 14, "other": 2}  # the team under its share goes first
+
+
 def test_sjf_starves_the_big_job_while_small_ones_keep_coming():
     outcomes = {o.job.id: o for o in simulate(_stream_against_a_big_job(), POLICIES["sjf"], gpus=16)}
     assert outcomes["big"].started_at >= 7200.0  # only once the stream has dried up
@@ -319,17 +338,20 @@ def test_e31_judges_an_undeclared_job_by_what_undeclared_jobs_took():
     assert decide("e31", [capped], snapshot([0], busy, runtimes=_undeclared_took(3600))).expire == []
 
 
-# -- e31: the lane, fair share, big jobs first -------------------------------------------------------
+# -- e31: the lane, fair share, large jobs by deadline ----------------------------------------------
 
 
 def _lane_case():
-    """40 GPUs in 5 machines; 36 busy, so 4 are free: within the lane (10% = 4 GPUs)."""
+    """40 GPUs in 5 machines; 36 busy, so 4 are free: within the lane, which is 4 GPUs (in the
+    last day, one hour saw 4 one-hour jobs that could not wait)."""
     busy = [Running(f"r{m}", 8, NOW - 10, 10_000, (m,)) for m in range(4)] + [Running("r4", 4, NOW - 10, 10_000, (4,))]
-    return snapshot([0, 0, 0, 0, 4], busy)
+    snap = snapshot([0, 0, 0, 0, 4], busy)
+    snap.demand = _urgent_bursts(1, 4)
+    return snap
 
 
 def test_e31_keeps_the_lane_from_a_long_job_that_can_wait():
-    assert int(E31_LANE * 40) == 4
+    assert e31_lane(_lane_case()) == 4
     job = pending("long", max_runtime=8 * 3600, deadline=NOW + 24 * 3600)
     decision = decide("e31", [job], _lane_case())
     assert decision.start == [] and decision.expire == []
@@ -356,51 +378,52 @@ def test_e31_keeps_the_lane_from_an_undeclared_job_once_undeclared_jobs_ran_long
     assert decide("e31", [job], snap).start == ["unknown"]
 
 
-def _short_bursts(hours: int, gpus_per_hour: int, busiest: int = 0) -> ShortDemand:
-    """Hour after hour of short one-GPU jobs, declared at one hour each, ending just before NOW;
-    the last hour ``busiest`` GPUs' worth instead when given."""
-    demand = ShortDemand()
+def _urgent_bursts(hours: int, gpus_per_hour: int, busiest: int = 0, slack: float = 600.0) -> UrgentDemand:
+    """Hour after hour of short one-GPU jobs, declared at one hour each, ending just before NOW,
+    each with ``slack`` seconds beyond its hour before its deadline; the last hour ``busiest``
+    GPUs' worth instead when given."""
+    demand = UrgentDemand()
     for hour in range(hours):
+        came = NOW - (hours - hour) * 3600
         for _ in range(busiest if busiest and hour == hours - 1 else gpus_per_hour):
-            demand.submitted(NOW - (hours - hour) * 3600, 1, 3600.0)
+            demand.submitted(came, 1, 3600.0, came + 3600.0 + slack)
     return demand
 
 
-def test_short_demand_counts_short_jobs_of_one_machine_and_forgets_after_a_day():
-    demand = ShortDemand()
-    demand.submitted(NOW - 1800, 2, 3600.0)
-    demand.submitted(NOW - 1800, 1, 5 * 3600.0)  # not short
-    demand.submitted(NOW - 1800, 16, 600.0)  # bigger than a machine
-    assert demand.busiest(NOW) == 2.0 and demand.busiest(NOW, 2) == 0.0
+def test_urgent_demand_counts_short_jobs_of_one_machine_that_could_not_wait_and_forgets_after_a_day():
+    demand = UrgentDemand()
+    demand.submitted(NOW - 1800, 2, 3600.0, NOW + 1800)  # its deadline leaves it nothing to spare
+    demand.submitted(NOW - 1800, 1, 3600.0, NOW + 5 * 3600)  # 4 h to spare: it can wait
+    demand.submitted(NOW - 1800, 1, 3600.0, None)  # no deadline: it can wait
+    demand.submitted(NOW - 1800, 1, 5 * 3600.0, NOW + 3 * 3600)  # not short
+    demand.submitted(NOW - 1800, 16, 600.0, NOW)  # bigger than a machine
+    assert demand.busiest(NOW) == 2.0
     assert demand.busiest(NOW + 2 * 86400) == 0.0
     came_in = NOW - 1800 - (NOW - 1800) % 3600
-    assert demand.quiet_from() == came_in + 86400 and ShortDemand().quiet_from() is None
+    assert demand.quiet_from() == came_in + 86400 and UrgentDemand().quiet_from() is None
     assert demand.came_lately(came_in + 86399) and not demand.came_lately(came_in + 86400)
-    undeclared = ShortDemand()
-    undeclared.submitted(NOW, 1, 0.0)  # declared no run time: not known to be short
+    undeclared = UrgentDemand()
+    undeclared.submitted(NOW, 1, 0.0, NOW)  # declared no run time: not known to be short
     assert undeclared.quiet_from() is None and not undeclared.came_lately(NOW)
 
 
-def test_the_lane_grows_only_while_short_jobs_keep_coming():
-    def lanes(demand):
+def test_the_lane_is_what_jobs_that_could_not_wait_held_in_the_busiest_hour_of_the_last_day():
+    def lane(demand):
         snap = _lane_case()
         snap.demand = demand
-        return e31_lanes(snap)
+        return e31_lane(snap)
 
-    assert lanes(None) == (4, 4)
-    assert lanes(_short_bursts(1, 20)) == (4, 4)  # one burst
-    assert lanes(_short_bursts(6, 4, busiest=10)) == (4, 10)  # hour after hour: the busiest hour
-    assert lanes(_short_bursts(6, 40)) == (4, 12)  # at most E31_LANE_MAX (30% of 40)
+    assert lane(None) == 0
+    assert lane(_urgent_bursts(6, 4, busiest=10)) == 10  # the busiest hour
+    assert lane(_urgent_bursts(6, 40)) == 12  # at most E31_LANE_MAX (30% of 40)
+    assert lane(_urgent_bursts(6, 40, slack=4 * 3600)) == 0  # they could all wait: nothing kept free
 
 
-def test_the_grown_lane_holds_back_very_long_jobs_only():
-    busy = [Running(f"r{m}", 8, NOW - 10, 10_000, (m,)) for m in range(3)] + [Running("r3", 6, NOW - 10, 10_000, (3,))]
-    free_10 = snapshot([0, 0, 0, 2, 8], busy)  # 40 GPUs, 10 free: more than the base lane of 4
-    few_hours = pending("few_hours", max_runtime=3 * 3600, deadline=NOW + 24 * 3600)
-    very_long = pending("very_long", max_runtime=12 * 3600, deadline=NOW + 48 * 3600)
-    assert sorted(decide("e31", [few_hours, very_long], free_10).start) == ["few_hours", "very_long"]
-    free_10.demand = _short_bursts(6, 40)  # the lane grows to 12 GPUs
-    assert decide("e31", [few_hours, very_long], free_10).start == ["few_hours"]
+def test_without_jobs_that_could_not_wait_a_long_job_takes_the_last_gpus():
+    job = pending("long", max_runtime=8 * 3600, deadline=NOW + 24 * 3600)
+    snap = _lane_case()
+    snap.demand = _urgent_bursts(6, 4, slack=4 * 3600)  # results wanted hours later: no lane
+    assert decide("e31", [job], snap).start == ["long"]
 
 
 DAY = 86400.0
@@ -455,17 +478,17 @@ def test_on_machines_of_4_gpus_long_jobs_of_8_count_in_the_share_and_are_held_by
 def test_the_share_holds_long_jobs_back_only_while_short_jobs_came_in_the_last_day():
     long_job = pending("long", 4, max_runtime=2 * DAY)  # no deadline: it could wait for ever
     quiet = _long_jobs_hold(24)
-    quiet.demand = ShortDemand()  # the queue saw no short job in the last day
+    quiet.demand = UrgentDemand()  # the queue saw no short job in the last day
     assert decide("e31", [long_job], quiet).start == ["long"]
     busy = _long_jobs_hold(24)
-    busy.demand = _short_bursts(1, 1)  # one short job an hour ago, in the hour that began at 3600
+    busy.demand = _urgent_bursts(1, 1)  # one short job an hour ago, in the hour that began at 3600
     decision = decide("e31", [long_job], busy)
     assert decision.start == [] and list(decision.held_back) == ["long"]
     assert "while they can wait and short jobs keep coming" in decision.held_back["long"]
     assert decision.held_back["long"].endswith(
         "starts when one of them ends, or a day after the last short job came (in 22.2 h if no other comes)"
     )
-    a_day_later = replace(_long_jobs_hold(24), now=NOW + DAY + 3600, demand=_short_bursts(1, 1))
+    a_day_later = replace(_long_jobs_hold(24), now=NOW + DAY + 3600, demand=_urgent_bursts(1, 1))
     assert decide("e31", [long_job], a_day_later).start == ["long"]
 
 
@@ -556,15 +579,12 @@ def test_e31_serves_a_team_under_its_share_before_one_over_it():
     assert [j.id for j in POLICIES["e31"].order(jobs, snap)] == ["heavy", "light"]
 
 
-@pytest.mark.parametrize("machine_gpus", [4, 8, 16])
-def test_e31_puts_large_jobs_first_whatever_size_the_machines_are(machine_gpus):
-    """Large means more than 8 GPUs: on machines of 16 a job of 12 fits one and still goes
-    first; on machines of 4 a job of 8 takes two and still waits its turn by deadline."""
+def test_e31_serves_a_large_job_by_its_deadline_like_any_other():
     urgent = pending("urgent", 1, deadline=NOW + 60)
     large = pending("large", 12, submitted=5, deadline=NOW + 10**6)
     eight = pending("eight", 8, submitted=5, deadline=NOW + 10**5)
-    snap = snapshot([machine_gpus] * (32 // machine_gpus), machine_gpus=machine_gpus)
-    assert [j.id for j in POLICIES["e31"].order([urgent, eight, large], snap)] == ["large", "urgent", "eight"]
+    snap = snapshot([8] * 4)
+    assert [j.id for j in POLICIES["e31"].order([large, urgent, eight], snap)] == ["urgent", "eight", "large"]
 
 
 # -- Slurm's multifactor priority ------------------------------------------------------------------

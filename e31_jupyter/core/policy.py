@@ -18,13 +18,13 @@ every PriorityCalcPeriod. Whatever the policy, the walk keeps one owner's jobs t
 - ``backfill``: Slurm's way: multifactor priority (age, fair-share with a decaying usage
   half-life, a small-job factor), EASY backfill on declared max run time, and a pending job that
   can no longer end within its time limit before its deadline is dropped (``--deadline``).
-- ``e31``, the default: earliest deadline first with EASY backfill, large jobs (more than
-  E31_LARGE_GPUS) first; run times learned from finished jobs (their declared run times and
-  deadline windows; for a job that declared none, what such jobs took) decide when a job
-  expires (more likely than not to miss); a lane of GPUs that long jobs which can wait leave to
-  short and urgent ones, wider while short jobs keep coming; at most a share of the GPUs for
-  jobs that run for days while they can wait and short jobs came in the last day; a fair-share
-  nudge. See ``e31_priority``, ``e31_lanes``, ``LongJobs`` and ``e31_walk``.
+- ``e31``, the default: earliest deadline first with EASY backfill; run times learned from
+  finished jobs (their declared run times and deadline windows; for a job that declared none,
+  what such jobs took) decide when a job expires (more likely than not to miss); a lane of GPUs
+  that long jobs which can wait leave free, as many as short jobs that could not wait needed in
+  the busiest hour of the last day (none where deadlines leave hours); at most a share of the
+  GPUs for jobs that run for days while they can wait and such short jobs came in the last day;
+  a fair-share nudge. See ``e31_priority``, ``e31_lane``, ``LongJobs`` and ``e31_walk``.
 """
 
 from __future__ import annotations
@@ -87,7 +87,7 @@ class Snapshot:
     running: Sequence[Running] = ()
     usage: Mapping[str, float] = field(default_factory=dict)  # team -> decayed GPU-seconds
     runtimes: RuntimeModel = field(default_factory=RuntimeModel)
-    demand: Demand | None = None  # short jobs' recent demand; None: e31's lane stays E31_LANE
+    demand: Demand | None = None  # recent demand of short jobs that could not wait; None: e31 keeps no lane
     long_share: float | None = (
         None  # e31: most of the GPUs long jobs may hold while they can wait; None: E31_LONG_SHARE
     )
@@ -385,10 +385,7 @@ def slurm_walk(ordered: Sequence[Pending], snap: Snapshot) -> Decision:
 
 # --- e31 -------------------------------------------------------------------------------------
 
-E31_LANE = 0.10  # share of the GPUs a long job may not take: kept for short or urgent jobs
-E31_LANE_MAX = 0.30  # the most the lane grows to while short jobs keep coming
-E31_VERY_LONG_S = 6 * 3600.0  # only jobs expected to take longer are held back by the grown lane
-E31_SUSTAINED_HOURS = 5  # the lane grows only when this many hours of the last day were busy with short jobs
+E31_LANE_MAX = 0.30  # the most of the GPUs the lane for jobs that cannot wait takes
 E31_SHORT_S = 3600.0  # a job expected to take at most this is short
 E31_URGENT_S = 900.0  # a job that must start within this to make its deadline is urgent
 E31_FAIR_SHARE = 0.25  # how far (in expected run times) fair-share moves a job in the queue
@@ -396,9 +393,9 @@ E31_GIVE_UP = 0.5  # a waiting job expires when it would miss even if it took th
 E31_LONG_S = 24 * 3600.0  # a job expected to hold its GPUs longer than this is long
 E31_LONG_SHARE = 0.6  # long jobs that can wait start only while long jobs hold at most this share of the GPUs
 E31_LONG_SLACK = 0.5  # a long job can wait while its deadline leaves it this many run times of slack
-# A job asking for more GPUs is large: first in line, exempt from the lane and the long jobs'
-# share. A count of GPUs, not the machine's size: the exemptions are affordable only while large
-# jobs are rare, and on machines of 4 GPUs the common 8-GPU job would otherwise be one.
+# A job asking for more GPUs is large: exempt from the lane and the long jobs' share (it could
+# rarely start if it had to leave GPUs free). A count of GPUs, not the machine's size: on
+# machines of 4 GPUs the common 8-GPU job would otherwise be one.
 E31_LARGE_GPUS = 8
 
 # How an expired job's run time was judged ("deadline can no longer be met: ... (<this>)").
@@ -428,12 +425,11 @@ def _learned_runtime(job: Pending, snap: Snapshot, q: float) -> float:
 
 
 def e31_priority(job: Pending, snap: Snapshot) -> tuple:
-    """Large jobs (more than E31_LARGE_GPUS) first, first come first served, so the first of them
-    always holds the reservation and a stream of small jobs cannot starve it. Then earliest
-    deadline first, a deadline moved later for a team that used more than its share of recent
-    GPU time and earlier for one that used less (by up to 2 x E31_FAIR_SHARE expected run times)."""
-    if job.gpus > E31_LARGE_GPUS:
-        return (-math.inf, job.submitted_at, job.id)
+    """Earliest deadline first, whatever the job's size, a deadline moved later for a team that
+    used more than its share of recent GPU time and earlier for one that used less (by up to
+    2 x E31_FAIR_SHARE expected run times). A large job is not put first: where large jobs are
+    common, serving them ahead of every deadline costs more deadlines than it saves; it is kept
+    from starving as in edf, by the reservation it holds once it is first in line."""
     if job.deadline is None:
         return (math.inf, job.submitted_at, job.id)
     return (job.deadline + snap.per_team(_fair_shift, job.team) * expected_runtime(job, snap), job.submitted_at, job.id)
@@ -445,22 +441,16 @@ def _fair_shift(snap: Snapshot, team: str) -> float:
     return E31_FAIR_SHARE * max(-2.0, min(2.0, math.log2(max(snap.share_used(team), 0.25))))
 
 
-def e31_lanes(snap: Snapshot) -> tuple[int, int]:
-    """GPUs kept from long jobs that can wait: E31_LANE of them from every long job, and, while
-    short jobs keep coming, more from very long ones (expected over E31_VERY_LONG_S): as many
-    as the busiest hour of short jobs of the last day held (``ShortDemand``, declared GPU time
-    x everyone's median actual / declared), up to E31_LANE_MAX. Sustained means at least
-    E31_SUSTAINED_HOURS such hours each needing the base lane: one burst is not worth days of
-    GPUs held back, and a lane that grows on every burst cost misses on quieter clusters."""
-    gpus = snap.cluster.gpus
-    base = int(E31_LANE * gpus)
+def e31_lane(snap: Snapshot) -> int:
+    """GPUs kept free of long jobs that can wait: as many as short jobs that could not wait
+    (``UrgentDemand``) held in the busiest hour of the last day, at their declared GPU time x
+    everyone's median actual / declared, at most E31_LANE_MAX of the GPUs. Where such jobs keep
+    coming, they find GPUs free instead of behind jobs that hold theirs for days; where deadlines
+    leave hours, the lane is empty and no GPU idles for a job that never comes."""
     if snap.demand is None:
-        return base, base
-    ratio = snap.runtimes.ratio(None, 0.5)
-    if snap.demand.busiest(snap.now, E31_SUSTAINED_HOURS) * ratio < E31_LANE * gpus:
-        return base, base
-    peak = snap.demand.busiest(snap.now) * ratio
-    return base, int(min(max(peak, E31_LANE * gpus), E31_LANE_MAX * gpus))
+        return 0
+    peak = snap.demand.busiest(snap.now) * snap.runtimes.ratio(None, 0.5)
+    return int(min(peak, E31_LANE_MAX * snap.cluster.gpus))
 
 
 def e31_walk(ordered: Sequence[Pending], snap: Snapshot) -> Decision:
@@ -476,17 +466,15 @@ def e31_walk(ordered: Sequence[Pending], snap: Snapshot) -> Decision:
       over within a day, so a burst finds GPUs freeing every hour instead of a cluster given to
       jobs that end next week. While no short job came for a day, there is nothing to keep the
       rest for, and the share does not hold.
-    - The last GPUs are a lane (``e31_lanes``) for short jobs (expected <= E31_SHORT_S) and urgent
+    - The last GPUs are a lane (``e31_lane``) for short jobs (expected <= E31_SHORT_S) and urgent
       ones (latest start within E31_URGENT_S): a long job that can wait does not take them, so a
-      burst of short jobs finds GPUs free instead of behind jobs that hold theirs for days. Jobs
-      too big to ever leave the lane free are exempt. While short jobs keep coming the lane is
-      wider for very long jobs only.
+      burst of short jobs that cannot wait finds GPUs free. Jobs too big to ever leave the lane
+      free are exempt.
 
-    Large jobs (more than E31_LARGE_GPUS) are exempt from both (they come first, first come first
-    served, and always hold the reservation).
+    Large jobs (more than E31_LARGE_GPUS) are exempt from both.
     """
     now = snap.now
-    base, lane = e31_lanes(snap)
+    lane = e31_lane(snap)
     long_jobs = LongJobs(snap)
 
     def held_back(job: Pending, cluster: Cluster) -> str:
@@ -496,7 +484,7 @@ def e31_walk(ordered: Sequence[Pending], snap: Snapshot) -> Decision:
         is_long = expected > E31_LONG_S
         if is_long and _can_wait(job, expected, now, E31_LONG_SLACK * expected) and not long_jobs.admit(job.gpus):
             return long_jobs.reason(job, expected)
-        if not _leaves_lane(job, expected, cluster, base, lane, now):
+        if not _leaves_lane(job, expected, cluster, lane, now):
             return (
                 f"the last {lane} GPUs are kept for short and urgent jobs, and it is "
                 f"expected to run {expected / 3600:.1f} h and is not urgent"
@@ -585,12 +573,10 @@ class LongJobs:
         )
 
 
-def _leaves_lane(job: Pending, expected: float, cluster: Cluster, base: int, lane: int, now: float) -> bool:
+def _leaves_lane(job: Pending, expected: float, cluster: Cluster, lane: int, now: float) -> bool:
     """Whether a job may take GPUs now without eating into the lane kept for short and urgent jobs."""
     if job.gpus > cluster.gpus - lane or cluster.free_gpus - job.gpus >= lane:
         return True  # too big to leave the lane free anyway, or room beside it
-    if cluster.free_gpus - job.gpus >= base and expected <= E31_VERY_LONG_S:
-        return True  # only very long jobs are kept from the part the lane grew by
     return expected <= E31_SHORT_S or not _can_wait(job, expected, now, E31_URGENT_S)
 
 

@@ -1,5 +1,5 @@
 """What a policy may learn from jobs already seen, pure: run times of finished jobs
-(``RuntimeModel``) and the recent demand of short jobs (``ShortDemand``). Both are fed by their
+(``RuntimeModel``) and the recent demand of short jobs that could not wait (``UrgentDemand``). Both are fed by their
 caller (the live queue's history, or the simulator) as jobs end or arrive, so nothing is learned
 from the future."""
 
@@ -145,37 +145,45 @@ class RuntimeModel:
 
 
 class Demand(Protocol):
-    """What a policy reads of short jobs' demand (``Snapshot.demand``): ``ShortDemand``, or the
+    """What a policy reads of urgent jobs' demand (``Snapshot.demand``): ``UrgentDemand``, or the
     forecast's view of it that keeps it coming."""
 
-    def busiest(self, now: float, rank: int = 1) -> float: ...
+    def busiest(self, now: float) -> float: ...
 
     def quiet_from(self) -> float | None: ...
 
     def came_lately(self, now: float) -> bool: ...
 
 
-class ShortDemand:
-    """How many GPUs short jobs asked for lately, per hour of submit time over the last day: the
-    GPU-seconds declared by jobs of at most one machine whose declared run time is at most
-    ``short_s`` (2 h: declared times over-estimate, so most such jobs take under E31_SHORT_S).
-    Fed by the caller as jobs are submitted, so there is no look-ahead. It sizes
-    e31's lane (``e31_lanes``): a team that submits bursts of short jobs hour after hour needs
-    more GPUs kept free for them than one burst a week does; and while none came, long jobs may
-    take every GPU (``LongJobs``)."""
+class UrgentDemand:
+    """How many GPUs jobs that could not wait asked for lately, per hour of submit time over the
+    last day: the GPU-seconds declared by short jobs (at most one machine, a declared run time of
+    at most ``short_s``) whose deadline left them at most ``urgent_s`` beyond their declared run
+    time when they came. Fed by the caller as jobs are submitted, so there is no look-ahead. It
+    sizes e31's lane (``e31_lane``): where such jobs keep coming, GPUs kept free let them start
+    at once; where deadlines leave hours (results wanted by the morning), there is nothing to
+    keep free for. While none came, long jobs may take every GPU (``LongJobs``)."""
 
     def __init__(
-        self, short_s: float = 7200.0, machine_gpus: int = 8, bucket_s: float = 3600.0, span_s: float = 86400.0
+        self,
+        short_s: float = 7200.0,
+        machine_gpus: int = 8,
+        bucket_s: float = 3600.0,
+        span_s: float = 86400.0,
+        urgent_s: float = 3600.0,
     ):
         self.short_s = short_s
         self.machine_gpus = machine_gpus
         self.bucket_s = bucket_s
         self.span_s = span_s
+        self.urgent_s = urgent_s
         self._buckets: deque[list[float]] = deque()  # [bucket start, declared GPU-seconds]
 
-    def submitted(self, t: float, gpus: int, declared_s: float) -> None:
+    def submitted(self, t: float, gpus: int, declared_s: float, deadline: float | None) -> None:
         if gpus > self.machine_gpus or not 0 < declared_s <= self.short_s:
             return  # a job that declared no run time is not known to be short
+        if deadline is None or deadline - t - declared_s > self.urgent_s:
+            return  # it can wait
         start = t - t % self.bucket_s
         if not self._buckets or self._buckets[-1][0] < start:
             self._buckets.append([start, 0.0])
@@ -183,11 +191,10 @@ class ShortDemand:
         while self._buckets and self._buckets[0][0] < start - self.span_s:
             self._buckets.popleft()
 
-    def busiest(self, now: float, rank: int = 1) -> float:
-        """The ``rank``-th busiest bucket of the last ``span_s`` (1: the busiest), as GPUs held
-        through it at the declared run times; 0 when fewer buckets saw short jobs."""
-        loads = sorted((load for start, load in self._buckets if start >= now - self.span_s), reverse=True)
-        return loads[rank - 1] / self.bucket_s if len(loads) >= rank else 0.0
+    def busiest(self, now: float) -> float:
+        """The busiest bucket of the last ``span_s``, as GPUs held through it at the declared run
+        times; 0 when none saw such jobs."""
+        return max((load for start, load in self._buckets if start >= now - self.span_s), default=0.0) / self.bucket_s
 
     def quiet_from(self) -> float | None:
         """When the short jobs seen so far stop holding long jobs back: ``span_s`` after the

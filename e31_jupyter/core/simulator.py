@@ -35,7 +35,7 @@ from dataclasses import dataclass
 from e31_jupyter.core.fairshare import Usage
 from e31_jupyter.core.machines import Cluster
 from e31_jupyter.core.policy import Pending, Policy, Running, Snapshot
-from e31_jupyter.core.runtimes import RuntimeModel, ShortDemand, quantile
+from e31_jupyter.core.runtimes import RuntimeModel, UrgentDemand, quantile
 from e31_jupyter.core.states import JobState
 
 TICK_S = 300.0
@@ -148,7 +148,7 @@ class Simulation:
         self.waiting: dict[str, Pending] = {}
         self.usage = Usage(self.jobs[0].submitted_at if self.jobs else 0.0)
         self.runtimes = RuntimeModel()
-        self.demand = ShortDemand(machine_gpus=machine_gpus)
+        self.demand = UrgentDemand(machine_gpus=machine_gpus)
 
     def run(self) -> list[Outcome]:
         arrivals = deque(self.jobs)
@@ -184,7 +184,7 @@ class Simulation:
         pending = job.pending()
         self.waiting[job.id] = pending
         self.usage.join(job.team)
-        self.demand.submitted(job.submitted_at, job.gpus, job.max_runtime)
+        self.demand.submitted(job.submitted_at, job.gpus, job.max_runtime, job.deadline)
         insort(self.queue, (self.policy.priority(pending, snap), job.id))
 
     def _resort(self, snap: Snapshot) -> None:

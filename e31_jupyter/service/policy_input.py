@@ -20,7 +20,7 @@ from e31_jupyter.core import meter, policy
 from e31_jupyter.core.after import Standing, standing
 from e31_jupyter.core.fairshare import FAIR_SHARE_HALF_LIFE_S, Usage
 from e31_jupyter.core.machines import Cluster
-from e31_jupyter.core.runtimes import RuntimeModel, ShortDemand
+from e31_jupyter.core.runtimes import RuntimeModel, UrgentDemand
 from e31_jupyter.core.states import RESUMABLE, JobState
 from e31_jupyter.service.job_record import JobRecord
 from e31_jupyter.service.store import Store
@@ -97,7 +97,7 @@ class History:
         self.max_gpus_per_owner = max_gpus_per_owner
         self.usage: Usage | None = None  # made at the first read
         self.runtimes = RuntimeModel()
-        self.demand = ShortDemand(machine_gpus=machine_gpus)
+        self.demand = UrgentDemand(machine_gpus=machine_gpus)
         self._ended_seq = 0  # the last transition to an end state seen
         self._last_end: dict[str, float] = {}  # team -> when its latest job ended
         # GPU-seconds counted so far of jobs that may run again (failed or suspended: resumable),
@@ -163,5 +163,5 @@ class History:
 
     def _read_submitted(self, now: float) -> None:
         for job in self.store.submitted_after(self._submitted_row, now - self.demand.span_s):
-            self.demand.submitted(job["submitted_at"], job["gpus_requested"], pending(job).estimate)
+            self.demand.submitted(job["submitted_at"], job["gpus_requested"], pending(job).estimate, job["deadline"])
             self._submitted_row = job["row"]
