@@ -17,6 +17,11 @@ factor uniform in [1, 3]; the deadline by ``--deadlines``:
 
 Policies see GPUs, submit time, deadline and declared run time, never the duration.
 
+A share of the jobs keep checkpoints (``--resumable``, seeded); ``e31-preempt`` may suspend them.
+A suspended job loses its work since its last checkpoint (every ``--checkpoint-every`` minutes of
+its work), and pays ``--restore-s`` when it starts again. ``--large SHARE:GPUS`` makes a share of
+the jobs large, for a cluster unlike the trace (a policy tuned to the trace should not win there).
+
 Jobs submitted in [--start, --end) are replayed on an empty cluster of --gpus GPUs in machines of
 --machine-gpus, to the end of the last job. Prints a markdown table (or, with --json, one JSON
 object keyed by policy) and draws a PNG comparing the policies (--plot). Besides the overall miss
@@ -28,6 +33,7 @@ from __future__ import annotations
 
 import argparse
 import csv
+import dataclasses
 import datetime as dt
 import json
 import random
@@ -41,7 +47,16 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from e31_jupyter.core.machines import Cluster  # noqa: E402
 from e31_jupyter.core.policy import POLICIES, Pending, Running, Snapshot  # noqa: E402
 from e31_jupyter.core.runtimes import RuntimeModel, UrgentDemand  # noqa: E402
-from e31_jupyter.core.simulator import DEADLINE_MODELS, SIZE_CLASSES, simulate, summarise, synthesise  # noqa: E402
+from e31_jupyter.core.simulator import (  # noqa: E402
+    DEADLINE_MODELS,
+    SIZE_CLASSES,
+    Preemption,
+    TraceJob,
+    mark_resumable,
+    simulate,
+    summarise,
+    synthesise,
+)
 
 SUBMIT = ("timestamp", "submit_time", "submission_time")
 GPUS = ("num_gpus", "num_gpu")
@@ -53,10 +68,14 @@ MAX_RUNTIME = ("max_runtime", "time_limit", "declared_runtime")
 def main(argv: list[str] | None = None) -> None:
     args = _parse(argv)
     jobs, (start, end) = window_jobs(args.trace, args.start, args.end, args.seed, model=args.deadlines)
+    if args.large:
+        jobs = made_large(jobs, *args.large, seed=args.seed)
+    jobs = mark_resumable(jobs, args.resumable, args.seed)
+    preemption = Preemption(checkpoint_every_s=args.checkpoint_every * 60, restore_s=args.restore_s)
     results = {}
     for name in args.policies:
         began = time.perf_counter()
-        outcomes = simulate(jobs, POLICIES[name], args.gpus, args.machine_gpus)
+        outcomes = simulate(jobs, POLICIES[name], args.gpus, args.machine_gpus, preemption)
         seconds = time.perf_counter() - began
         results[name] = {**summarise(outcomes, args.gpus, (start, end)), "jobs_per_s": len(jobs) / max(seconds, 1e-9)}
         print(f"{name}: {seconds:.1f}s", file=sys.stderr)
@@ -106,10 +125,33 @@ def _parse(argv):
                         help="where to draw the PNG (default: benchmarks/scheduling.png)")  # fmt: skip
     parser.add_argument("--no-pass-time", dest="pass_ms", action="store_false",
                         help="skip timing one pass over 10,000 queued jobs")  # fmt: skip
+    parser.add_argument("--resumable", type=float, default=0.5,
+                        help="share of jobs that keep checkpoints, which a policy that preempts may suspend (seeded)")  # fmt: skip
+    parser.add_argument("--checkpoint-every", type=float, default=30.0,
+                        help="minutes of a job's work between its checkpoints: a suspend loses what it did since")  # fmt: skip
+    parser.add_argument("--restore-s", type=float, default=60.0,
+                        help="seconds a suspended job spends loading its checkpoint when it starts again")  # fmt: skip
+    parser.add_argument("--large", type=_share_and_gpus, metavar="SHARE:GPUS",
+                        help="make a seeded SHARE of the jobs ask for GPUS GPUs each, their run times and deadlines "
+                        "as they were (e.g. 0.03:64): a cluster with many large jobs, unlike the trace")  # fmt: skip
     return parser.parse_args(argv)
 
 
+def _share_and_gpus(text: str) -> tuple[float, int]:
+    share, _, gpus = text.partition(":")
+    try:
+        return float(share), int(gpus)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"--large takes SHARE:GPUS, e.g. 0.03:64, not {text!r}") from None
+
+
 # --- the trace ---------------------------------------------------------------------------------
+
+
+def made_large(jobs: list[TraceJob], share: float, gpus: int, seed: int) -> list[TraceJob]:
+    """``jobs`` with a seeded ``share`` of them asking for ``gpus`` GPUs (``--large``)."""
+    rng = random.Random(seed + 1)
+    return [dataclasses.replace(job, gpus=gpus) if rng.random() < share else job for job in jobs]
 
 
 def window_jobs(
@@ -224,7 +266,8 @@ def pass_times_ms(
 
 
 def _busy_cluster(gpus: int, machine_gpus: int, now: float, rng: random.Random) -> tuple[Cluster, list[Running]]:
-    """A cluster filled with running jobs, a few GPUs left free here and there."""
+    """A cluster filled with running jobs, a few GPUs left free here and there; half of them
+    keep checkpoints."""
     cluster = Cluster.of(gpus, machine_gpus)
     running = []
     while True:
@@ -232,7 +275,11 @@ def _busy_cluster(gpus: int, machine_gpus: int, now: float, rng: random.Random) 
         machines = cluster.place(g)
         if machines is None or cluster.free_gpus < gpus * 0.02:
             break
-        running.append(Running(f"r{len(running)}", g, now - rng.uniform(0, 3e4), rng.uniform(1e3, 1e5), machines))
+        started, limit = now - rng.uniform(0, 3e4), rng.uniform(1e3, 1e5)
+        # half keep checkpoints, so e31-preempt's pass weighs suspending them
+        checkpointed = max(started, now - rng.uniform(0, 1800)) if rng.random() < 0.5 else None
+        deadline = started + limit * rng.uniform(1.2, 3)
+        running.append(Running(f"r{len(running)}", g, started, limit, machines, limit, "", "", deadline, checkpointed))
     return cluster, running
 
 
@@ -245,7 +292,7 @@ def _table(results: dict, args, jobs: int, offered: float) -> str:
         + " / ".join(SIZE_CLASSES)
         + " | goodput | util. | mean JCT h | "
         + " | ".join(f"wait {c} mean/p99 h" for c in SIZE_CLASSES)
-        + " | fairness worst | Jain | team on-time worst | makespan h | jobs/s |"
+        + " | fairness worst | Jain | team on-time worst | suspended | lost GPU-h | makespan h | jobs/s |"
     )
     if args.pass_ms:
         head += " 10k pass ms |"
@@ -263,7 +310,7 @@ def _table(results: dict, args, jobs: int, offered: float) -> str:
         line = (
             f"| {name} | {r['miss_rate']:.3f} | {misses} | {r['goodput']:.3f} | {r['utilization']:.3f} | "
             f"{r['mean_jct_h']:.1f} | {waits} | {r['fairness_worst']:.3f} | {r['jain']:.3f} | {team_ontime} | "
-            f"{r['makespan_h']:.0f} | {r['jobs_per_s']:.0f} |"
+            f"{r['suspended']:.3f} | {r['lost_gpu_h']:.0f} | {r['makespan_h']:.0f} | {r['jobs_per_s']:.0f} |"
         )
         if args.pass_ms:
             line += f" {r['pass_10k_ms']:.1f} |"

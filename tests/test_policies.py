@@ -693,3 +693,39 @@ def test_a_custom_policy_is_just_a_priority_and_a_walk():
     newest_first = Policy("newest", lambda job, snap: -job.submitted_at, lambda ordered, snap: walk(ordered, snap))
     jobs = [pending("old", submitted=1), pending("new", submitted=2)]
     assert newest_first.decide(jobs, snapshot([1], machine_gpus=1)).start == ["new"]
+
+
+# -- e31-preempt: a suspend only where it is worth what it costs -------------------------------------
+
+
+def _held(checkpointed_at: float | None, deadline: float | None = None) -> Snapshot:
+    """One machine of 8 GPUs, held since NOW - 4000 by a job (limit 20000 s) that keeps
+    checkpoints, its last at ``checkpointed_at``."""
+    holder = Running("held", 8, NOW - 4000, 20_000.0, (0,), 20_000.0, "a", "", deadline, checkpointed_at)
+    return snapshot([0], [holder])
+
+
+URGENT = pending("urgent", 8, max_runtime=1000, deadline=NOW + 1100)  # it must start within 100 s
+
+
+def test_e31_preempt_suspends_a_job_that_can_afford_it_for_one_that_cannot_wait():
+    decision = decide("e31-preempt", [URGENT], _held(checkpointed_at=NOW - 400))
+    assert decision.suspend == [("held", "urgent")]
+    assert decision.start == ["urgent"] and decision.placement["urgent"] == (0,)
+    assert "urgent" not in decision.held_back
+    # its own deadline allows it: after the urgent job, all of its limit left but what it kept
+    assert decide("e31-preempt", [URGENT], _held(NOW - 400, deadline=NOW + 18_000)).suspend == [("held", "urgent")]
+    assert decide("e31", [URGENT], _held(NOW - 400)).suspend == []  # e31 never suspends
+
+
+def test_e31_preempt_makes_no_suspend_that_is_not_worth_it():
+    # 3000 s of work since its checkpoint, and the restore, cost more GPU time than the 1000 s it saves
+    assert decide("e31-preempt", [URGENT], _held(NOW - 3000)).suspend == []
+    # 1000 s for the urgent job, 60 s of restore and 16400 s of its limit: past its own deadline
+    assert decide("e31-preempt", [URGENT], _held(NOW - 400, deadline=NOW + 17_000)).suspend == []
+    assert decide("e31-preempt", [URGENT], _held(None)).suspend == []  # it keeps no checkpoints
+    patient = pending("patient", 8, max_runtime=1000, deadline=NOW + 5000)  # it can wait an hour for GPUs
+    assert decide("e31-preempt", [patient], _held(NOW - 400)).suspend == []
+    hopeless = pending("hopeless", 8, max_runtime=1000, deadline=NOW + 900)  # misses even if it starts now
+    decision = decide("e31-preempt", [hopeless], _held(NOW - 400))
+    assert decision.suspend == [] and [job_id for job_id, _ in decision.expire] == ["hopeless"]

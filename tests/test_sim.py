@@ -8,6 +8,7 @@ import json
 import random
 import subprocess
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -16,8 +17,10 @@ from e31_jupyter.core.fairshare import FAIR_SHARE_HALF_LIFE_S, Usage, decayed
 from e31_jupyter.core.policy import POLICIES, Policy
 from e31_jupyter.core.simulator import (
     Outcome,
+    Preemption,
     Simulation,
     TraceJob,
+    mark_resumable,
     next_clock_deadline,
     simulate,
     summarise,
@@ -34,7 +37,9 @@ def job(id, submit, duration, gpus=1, team="t", deadline=1e12, declared=None) ->
 def outcome(id, team, gpus, duration, deadline, started=None, expired=None) -> Outcome:
     """A job's outcome as a replay leaves it: submitted at 0, run from ``started`` for its duration."""
     o = Outcome(TraceJob(id, 0.0, duration, gpus, team, deadline, duration), started_at=started, expired_at=expired)
-    o.finished_at = None if started is None else started + duration
+    if started is not None:
+        o.finished_at = started + duration
+        o.runs.append((started, o.finished_at))
     return o
 
 
@@ -129,9 +134,38 @@ def test_a_deadline_that_cannot_be_met_expires_the_job():
     assert not out["late"].on_time and out["busy"].on_time
 
 
+def _a_long_job_and_one_that_cannot_wait(resumable: bool = True) -> list[TraceJob]:
+    """One machine of 8 GPUs. A 10000 s job that keeps checkpoints holds it from 0; at 4000 comes
+    a 1000 s job of 8 GPUs due by 5100: it must start by 4100."""
+    long = TraceJob("long", 0.0, 10_000.0, 8, "a", 1e6, 10_000.0, resumable=resumable)
+    return [long, TraceJob("urgent", 4000.0, 1000.0, 8, "b", 5100.0, 1000.0)]
+
+
+def test_a_suspended_job_loses_its_work_since_its_last_checkpoint_and_pays_the_restore():
+    preemption = Preemption(checkpoint_every_s=1800.0, restore_s=60.0)
+    out = by_id(simulate(_a_long_job_and_one_that_cannot_wait(), POLICIES["e31-preempt"], 8, 8, preemption))
+    assert (out["urgent"].started_at, out["urgent"].finished_at) == (4000.0, 5000.0) and out["urgent"].on_time
+    long = out["long"]
+    assert long.suspended == 1 and long.lost_s == 400.0 + 60.0  # 3600 s kept (two checkpoints), 400 s lost
+    assert long.runs == [(0.0, 4000.0), (5000.0, 5000.0 + 60.0 + 6400.0)]
+    figures = summarise(list(out.values()), gpus=8, window=(0.0, 12_000.0))
+    assert figures["suspended"] == 0.5 and figures["lost_gpu_h"] == pytest.approx(8 * 460 / 3600)
+    without = by_id(simulate(_a_long_job_and_one_that_cannot_wait(), POLICIES["e31"], 8, 8, preemption))
+    assert not without["urgent"].on_time and without["long"].suspended == 0  # e31 never suspends
+    kept_none = by_id(simulate(_a_long_job_and_one_that_cannot_wait(False), POLICIES["e31-preempt"], 8, 8))
+    assert kept_none["long"].suspended == 0 and not kept_none["urgent"].on_time  # no checkpoints: not suspended
+
+
+def test_a_share_of_jobs_is_marked_resumable_without_changing_the_other_draws():
+    jobs = synthesise(list(range(1000)), [100.0] * 1000, [1] * 1000, [""] * 1000, seed=3)
+    marked = mark_resumable(jobs, 0.5, seed=3)
+    assert 400 < sum(j.resumable for j in marked) < 600 and marked == mark_resumable(jobs, 0.5, seed=3)
+    assert [replace(j, resumable=False) for j in marked] == jobs
+
+
 @pytest.mark.parametrize("name", list(POLICIES))
 def test_every_job_ends_once_and_gpus_are_never_oversubscribed(name):
-    trace = _random_trace()
+    trace = mark_resumable(_random_trace(), 0.5)  # e31-preempt may suspend half of them
     outcomes = simulate(trace, POLICIES[name], gpus=24, machine_gpus=8)
     assert [o.job.id for o in outcomes] == [j.id for j in sorted(trace, key=lambda j: j.submitted_at)]
     events = []
@@ -139,8 +173,10 @@ def test_every_job_ends_once_and_gpus_are_never_oversubscribed(name):
         assert (o.expired_at is None) == (o.started_at is not None), o
         assert o.left_queue_at >= o.job.submitted_at
         if o.started_at is not None:
-            assert o.finished_at == o.started_at + o.job.duration
-            events += [(o.started_at, o.job.gpus), (o.finished_at, -o.job.gpus)]
+            assert (o.runs[0][0], o.runs[-1][1]) == (o.started_at, o.finished_at)
+            assert sum(end - start for start, end in o.runs) == pytest.approx(o.job.duration + o.lost_s)
+            assert len(o.runs) == o.suspended + 1 and (o.suspended == 0 or o.job.resumable)
+            events += [(at, o.job.gpus * sign) for run in o.runs for at, sign in zip(run, (1, -1))]
     held = 0
     for _, change in sorted(events, key=lambda e: (e[0], e[1])):  # ends before starts at a tie
         held += change

@@ -2,7 +2,7 @@
 jobs to start and where, which to expire.
 
 No clock, no I/O, no randomness here: the live queue and the trace simulator (``sim.py``) run
-exactly this code. Every policy is non-preemptive: a started job runs to its end.
+exactly this code. Every policy but ``e31-preempt`` lets a started job run to its end.
 
 A ``Policy`` is a ``priority(job, snapshot)`` key that puts the queue in the order the policy
 serves it, and a ``walk(ordered, snapshot)`` that goes down that order deciding. The live queue
@@ -25,6 +25,9 @@ every PriorityCalcPeriod. Whatever the policy, the walk keeps one owner's jobs t
   the busiest hour of the last day (none where deadlines leave hours); at most a share of the
   GPUs for jobs that run for days while they can wait and such short jobs came in the last day;
   a fair-share nudge. See ``e31_priority``, ``e31_lane``, ``LongJobs`` and ``e31_walk``.
+- ``e31-preempt``: ``e31``, and a job that will miss its deadline unless it starts now may have
+  running jobs that keep checkpoints suspended for it, when they can afford it. See
+  ``e31_preempt_walk``.
 """
 
 from __future__ import annotations
@@ -63,6 +66,10 @@ class Running:
     estimate: float = 0.0  # what it was expected to hold its GPUs for, as Pending.estimate (0: nothing declared)
     team: str = ""
     owner: str = ""
+    deadline: float | None = None
+    # Its last checkpoint (or when it started, before the first): it may be suspended and resumed
+    # from there, losing what it did since. None: it keeps no checkpoints.
+    checkpointed_at: float | None = None
 
     @property
     def ends_by(self) -> float:
@@ -75,6 +82,7 @@ class Decision:
     expire: list[tuple[str, str]] = field(default_factory=list)  # (job id, reason)
     placement: dict[str, tuple[int, ...]] = field(default_factory=dict)  # job id -> its machines
     held_back: dict[str, str] = field(default_factory=dict)  # job id -> why it waits though GPUs for it are free
+    suspend: list[tuple[str, str]] = field(default_factory=list)  # (running job id, the job it makes room for)
 
 
 @dataclass
@@ -92,6 +100,10 @@ class Snapshot:
         None  # e31: most of the GPUs long jobs may hold while they can wait; None: E31_LONG_SHARE
     )
     max_gpus_per_owner: int | None = None  # most GPUs one owner's jobs may hold at once, any policy; None: no cap
+    restore_s: float = 60.0  # what resuming a suspended job costs before it goes on (loading its checkpoint)
+    # A running job's last checkpoint at this moment, where it is worked out (the simulator's
+    # model); else what Running.checkpointed_at says.
+    checkpointed: Callable[[Running], float] | None = None
     # What a policy works out per team (per_team), once per snapshot: a pass asks for every queued job.
     _per_team: dict[tuple[Callable, str], float] = field(default_factory=dict, init=False, repr=False, compare=False)
     # Each job's median expected run time, likewise: e31 asks for it up to three times a pass.
@@ -124,6 +136,7 @@ class Policy:
     priority: Callable[[Pending, Snapshot], Any]  # smaller is served first
     walk: Callable[[Sequence[Pending], Snapshot], Decision]  # takes the queue in priority order
     refresh_s: float | None = None  # how long priorities stay valid; None: they never change
+    preempts: bool = False  # it may suspend running jobs that keep checkpoints (Decision.suspend)
 
     def order(self, pending: Sequence[Pending], snapshot: Snapshot) -> list[Pending]:
         return sorted(pending, key=lambda job: self.priority(job, snapshot))
@@ -585,11 +598,108 @@ def _can_wait(job: Pending, expected: float, now: float, margin: float) -> bool:
     return job.deadline is None or job.deadline - expected - now > margin
 
 
+# --- e31-preempt ------------------------------------------------------------------------------
+
+
+def e31_preempt_walk(ordered: Sequence[Pending], snap: Snapshot) -> Decision:
+    """``e31_walk``; then a waiting job that will miss its deadline unless it starts now (its
+    latest start is within E31_URGENT_S, and it finds no GPUs) may have running jobs that keep
+    checkpoints suspended to start on their GPUs, when that is worth it:
+
+    - each of them can afford it: it still meets its own deadline (or has none) if it starts
+      again only once the job it made room for is expected to end and takes all of its time
+      limit, redoing what it did since its last checkpoint and paying the restore
+      (``Snapshot.restore_s``);
+    - the GPU time they lose (since their last checkpoint, and the restore) is less than the GPU
+      time of the job they make room for: a deadline is saved for less than it costs.
+
+    The cheapest to suspend go first, and only those on the machines the job takes. A job whose
+    deadline cannot be met even now is not helped, and none is suspended for a job that fits but
+    was held back by e31's own rules."""
+    decision = e31_walk(ordered, snap)
+    suspendable = [r for r in snap.running if r.checkpointed_at is not None]
+    if not suspendable:
+        return decision
+    room: Room | None = None  # made for the first job that cannot wait: most passes have none
+    gone = set(decision.start) | {job_id for job_id, _ in decision.expire}
+    now = snap.now
+    for job in ordered:
+        # _can_wait with its whole limit (no expected run time is longer), written out: a pass
+        # asks it of every queued job
+        if job.deadline is None or job.deadline - job.max_runtime - now > E31_URGENT_S or job.id in gone:
+            continue
+        expected = expected_runtime(job, snap)
+        if _can_wait(job, expected, now, E31_URGENT_S) or now + expected > job.deadline:
+            continue  # it may still find GPUs in time, or it misses whatever is done
+        room = room or Room(snap, ordered, decision, suspendable)
+        made = room.make(job, expected)
+        if made is not None:
+            victims, machines = made
+            decision.start.append(job.id)
+            decision.placement[job.id] = machines
+            decision.suspend.extend((victim.id, job.id) for victim in victims)
+            decision.held_back.pop(job.id, None)
+    return decision
+
+
+class Room:
+    """The GPUs after a pass's starts, and the running jobs that may still be suspended to make
+    room for a job that cannot wait."""
+
+    def __init__(self, snap: Snapshot, ordered: Sequence[Pending], decision: Decision, suspendable: list[Running]):
+        self.snap = snap
+        self.cluster = snap.cluster.copy()
+        gpus = {job.id: job.gpus for job in ordered if job.id in decision.placement}
+        for job_id, machines in decision.placement.items():
+            self.cluster.hold(machines, gpus[job_id])
+        self.suspendable = sorted(suspendable, key=self.loss)
+
+    def loss(self, job: Running) -> float:
+        """GPU-seconds a suspend costs ``job``: what it did since its last checkpoint, and the restore."""
+        return job.gpus * (self.snap.now - self.checkpointed(job) + self.snap.restore_s)
+
+    def checkpointed(self, job: Running) -> float:
+        assert job.checkpointed_at is not None  # only such jobs are suspendable
+        return self.snap.checkpointed(job) if self.snap.checkpointed is not None else job.checkpointed_at
+
+    def affords(self, job: Running, again_at: float) -> bool:
+        """Whether ``job``, suspended now and started again at ``again_at``, still meets its
+        deadline even if it takes all of its time limit: so it cannot be expired for the suspend."""
+        if job.deadline is None:
+            return True
+        done = self.checkpointed(job) - job.started_at  # of this run's limit, what it keeps
+        return again_at + job.max_runtime - done + self.snap.restore_s <= job.deadline
+
+    def make(self, job: Pending, expected: float) -> tuple[list[Running], tuple[int, ...]] | None:
+        """The running jobs to suspend for ``job`` and where it starts; None when it is not worth it."""
+        if self.cluster.fits(job.gpus):
+            return None  # GPUs are free: e31's own rules held it back, not a lack of room
+        trial, freed = self.cluster.copy(), []
+        for victim in self.suspendable:
+            if trial.fits(job.gpus):
+                break
+            if self.affords(victim, self.snap.now + expected):
+                trial.release(victim.machines, victim.gpus)
+                freed.append(victim)
+        machines = trial.place(job.gpus)
+        if machines is None:
+            return None
+        victims = [victim for victim in freed if set(victim.machines) & set(machines)]
+        if sum(self.loss(victim) for victim in victims) >= job.gpus * expected:
+            return None
+        for victim in victims:
+            self.cluster.release(victim.machines, victim.gpus)
+            self.suspendable.remove(victim)
+        self.cluster.hold(machines, job.gpus)
+        return victims, machines
+
+
 POLICIES: dict[str, Policy] = {
     "fifo": Policy("fifo", fifo_priority, fifo_walk),
     "backfill": Policy("backfill", slurm_priority, slurm_walk, refresh_s=SLURM_CALC_PERIOD_S),
     "edf": Policy("edf", edf_priority, edf_walk),
     "sjf": Policy("sjf", sjf_priority, sjf_walk),
     "e31": Policy("e31", e31_priority, e31_walk, refresh_s=300.0),
+    "e31-preempt": Policy("e31-preempt", e31_priority, e31_preempt_walk, refresh_s=300.0, preempts=True),
 }
 DEFAULT_POLICY = "e31"

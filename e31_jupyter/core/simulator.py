@@ -20,6 +20,12 @@ time x a factor uniform in OVERESTIMATE, and a deadline by one of DEADLINE_MODEL
   18:00 UTC, the trace's clock) at least the declared max run time after the submit.
 
 A trace's own deadlines and declared run times, where it has them, are used as they are.
+
+A policy that preempts (``Policy.preempts``: ``e31-preempt``) may suspend running jobs that keep
+checkpoints (``TraceJob.resumable``; ``mark_resumable`` draws a share of them). A suspended job
+loses its work since its last checkpoint (one every ``Preemption.checkpoint_every_s`` of its
+work), goes back in line with the rest of its work, and pays ``Preemption.restore_s`` when it
+starts again.
 """
 
 from __future__ import annotations
@@ -30,7 +36,8 @@ import random
 from bisect import insort
 from collections import defaultdict, deque
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
+from functools import partial
 
 from e31_jupyter.core.fairshare import Usage
 from e31_jupyter.core.machines import Cluster
@@ -56,6 +63,7 @@ class TraceJob:
     team: str
     deadline: float
     max_runtime: float  # what the user declared
+    resumable: bool = False  # it keeps checkpoints: a policy that preempts may suspend it
 
     def pending(self) -> Pending:
         return Pending(
@@ -113,12 +121,31 @@ def _given_or(given: float | None, drawn: float) -> float:
     return drawn if given is None else float(given)
 
 
+def mark_resumable(jobs: Sequence[TraceJob], share: float, seed: int = 0) -> list[TraceJob]:
+    """``jobs`` with a seeded ``share`` of them keeping checkpoints (drawn apart from
+    ``synthesise``'s draws, so its deadlines and run times stay as they were)."""
+    rng = random.Random(seed + 2)
+    return [replace(job, resumable=rng.random() < share) for job in jobs]
+
+
+@dataclass(frozen=True)
+class Preemption:
+    """What suspending a job costs it: what it did since its last checkpoint (one every
+    ``checkpoint_every_s`` of its work) is lost, and it pays ``restore_s`` when it starts again."""
+
+    checkpoint_every_s: float = 1800.0
+    restore_s: float = 60.0
+
+
 @dataclass
 class Outcome:
     job: TraceJob
-    started_at: float | None = None
+    started_at: float | None = None  # when it first started
     finished_at: float | None = None
     expired_at: float | None = None
+    runs: list[tuple[float, float]] = field(default_factory=list)  # each time it held its GPUs, start to end
+    suspended: int = 0  # times a policy suspended it
+    lost_s: float = 0.0  # its run time lost to suspends: work done again, and the restores
 
     @property
     def left_queue_at(self) -> float:
@@ -136,14 +163,25 @@ class Simulation:
     """One replay: the cluster, the queue in the policy's order, the running jobs, and what the
     policy may learn (fair-share usage, run times of jobs that ended)."""
 
-    def __init__(self, jobs: Sequence[TraceJob], policy: Policy, gpus: int, machine_gpus: int = 8):
+    def __init__(
+        self,
+        jobs: Sequence[TraceJob],
+        policy: Policy,
+        gpus: int,
+        machine_gpus: int = 8,
+        preemption: Preemption = Preemption(),
+    ):
         self.jobs = sorted(jobs, key=lambda j: (j.submitted_at, j.id))
         self.policy = policy
+        self.preemption = preemption
         self.tick_s = min(TICK_S, policy.refresh_s or TICK_S)
         self.cluster = Cluster.of(gpus, machine_gpus)
         self.outcomes = {j.id: Outcome(j) for j in self.jobs}
         self.running: dict[str, Running] = {}
-        self.ends: list[tuple[float, str]] = []  # heap of (end, job id)
+        self.ends: list[tuple[float, str]] = []  # heap of (end, job id); a suspended job's end stays, stale
+        self.end_at: dict[str, float] = {}  # each running job's end
+        self.work_from: dict[str, float] = {}  # each running job's start, after its restore when resumed
+        self.work_left: dict[str, float] = {}  # a suspended job's run time still to do
         self.queue: list[tuple] = []  # (priority, job id), sorted
         self.waiting: dict[str, Pending] = {}
         self.usage = Usage(self.jobs[0].submitted_at if self.jobs else 0.0)
@@ -178,7 +216,15 @@ class Simulation:
         return [self.outcomes[j.id] for j in self.jobs]
 
     def _snapshot(self, now: float) -> Snapshot:
-        return Snapshot(now, self.cluster, list(self.running.values()), self.usage.at(now), self.runtimes, self.demand)
+        return Snapshot(
+            now, self.cluster, list(self.running.values()), self.usage.at(now), self.runtimes, self.demand,
+            restore_s=self.preemption.restore_s, checkpointed=partial(self._checkpointed, now=now),
+        )  # fmt: skip
+
+    def _checkpointed(self, job: Running, now: float) -> float:
+        """A running job's last checkpoint: one every ``checkpoint_every_s`` of its work."""
+        work_from, every = self.work_from[job.id], self.preemption.checkpoint_every_s
+        return job.started_at if now < work_from else work_from + (now - work_from) // every * every
 
     def _arrive(self, job: TraceJob, snap: Snapshot) -> None:
         pending = job.pending()
@@ -196,6 +242,8 @@ class Simulation:
         for job_id, _ in decision.expire:
             self.outcomes[job_id].expired_at = snap.now
             del self.waiting[job_id]
+        for job_id, _ in decision.suspend:
+            self._suspend(job_id, snap)
         for job_id in decision.start:
             self._start(self.waiting.pop(job_id), decision.placement[job_id], snap.now)
         if decision.start or decision.expire:
@@ -204,28 +252,72 @@ class Simulation:
         return False
 
     def _start(self, job: Pending, machines: tuple[int, ...], now: float) -> None:
-        self.cluster.hold(machines, job.gpus)
-        self.running[job.id] = Running(job.id, job.gpus, now, job.max_runtime, machines, job.estimate, job.team)
-        self.usage.start(job.team, job.gpus, now)
         outcome = self.outcomes[job.id]
-        outcome.started_at = now
-        heapq.heappush(self.ends, (now + outcome.job.duration, job.id))
+        trace = outcome.job
+        resumed = job.id in self.work_left
+        restore = self.preemption.restore_s if resumed else 0.0
+        checkpointed_at = now if trace.resumable else None
+        self.cluster.hold(machines, job.gpus)
+        self.running[job.id] = Running(
+            job.id,
+            job.gpus,
+            now,
+            job.max_runtime,
+            machines,
+            job.estimate,
+            job.team,
+            "",
+            trace.deadline,
+            checkpointed_at,
+        )
+        self.usage.start(job.team, job.gpus, now)
+        if outcome.started_at is None:
+            outcome.started_at = now
+        self.work_from[job.id] = now + restore
+        self.end_at[job.id] = now + restore + self.work_left.pop(job.id, trace.duration)
+        heapq.heappush(self.ends, (self.end_at[job.id], job.id))
+
+    def _suspend(self, job_id: str, snap: Snapshot) -> None:
+        """Stop a running job; it keeps its work up to its last checkpoint and waits again."""
+        now, running, outcome = snap.now, self.running.pop(job_id), self.outcomes[job_id]
+        self.cluster.release(running.machines, running.gpus)
+        self.usage.end(running.team, running.gpus, running.started_at, now)
+        work_from = self.work_from.pop(job_id)
+        done = max(0.0, now - work_from)
+        kept = done // self.preemption.checkpoint_every_s * self.preemption.checkpoint_every_s
+        self.work_left[job_id] = self.end_at.pop(job_id) - work_from - kept
+        outcome.runs.append((running.started_at, now))
+        outcome.suspended += 1
+        outcome.lost_s += now - running.started_at - kept  # the restore too, where it was paying one
+        trace = outcome.job
+        declared = max(trace.max_runtime - (trace.duration - self.work_left[job_id]), 1.0) + self.preemption.restore_s
+        pending = Pending(job_id, trace.gpus, trace.submitted_at, declared, declared, trace.deadline, trace.team)
+        self.waiting[job_id] = pending
+        insort(self.queue, (self.policy.priority(pending, snap), job_id))
 
     def _end_jobs(self, now: float) -> None:
         while self.ends and self.ends[0][0] <= now:
-            _, job_id = heapq.heappop(self.ends)
+            end, job_id = heapq.heappop(self.ends)
+            if self.end_at.get(job_id) != end:
+                continue  # it was suspended: this end will not come
+            del self.end_at[job_id]
             running = self.running.pop(job_id)
             outcome = self.outcomes[job_id]
+            outcome.lost_s += self.work_from.pop(job_id) - running.started_at  # its restore, if resumed
             outcome.finished_at = now
+            outcome.runs.append((running.started_at, now))
             job = outcome.job
             self.cluster.release(running.machines, running.gpus)
             self.usage.end(job.team, running.gpus, running.started_at, now)
             window = job.deadline - job.submitted_at
-            self.runtimes.observe(job.team, job.max_runtime, now - running.started_at, deadline_window_s=window)
+            took = job.duration if outcome.suspended else now - running.started_at
+            self.runtimes.observe(job.team, job.max_runtime, took, deadline_window_s=window)
 
 
-def simulate(jobs: Sequence[TraceJob], policy: Policy, gpus: int, machine_gpus: int = 8) -> list[Outcome]:
-    return Simulation(jobs, policy, gpus, machine_gpus).run()
+def simulate(
+    jobs: Sequence[TraceJob], policy: Policy, gpus: int, machine_gpus: int = 8, preemption: Preemption = Preemption()
+) -> list[Outcome]:
+    return Simulation(jobs, policy, gpus, machine_gpus, preemption).run()
 
 
 # --- what a replay shows ------------------------------------------------------------------------
@@ -246,6 +338,8 @@ def summarise(outcomes: Sequence[Outcome], gpus: int, window: tuple[float, float
     - miss_rate_by_class: the same per size class; like miss_rate it counts every job that did not
       finish by its deadline (expired, refused or late).
     - goodput: GPU-hours of jobs that finished on time / GPU-hours asked.
+    - suspended: share of jobs suspended at least once (by a policy that preempts); lost_gpu_h:
+      the GPU-hours suspends cost (work done again, and restores).
     - wait: time in the queue until the job started or was dropped, per size class.
     - mean_jct_h: mean submit -> end over jobs that ran.
     - fairness_worst: each team's mean slowdown (submit -> end over run time, jobs that ran),
@@ -259,7 +353,7 @@ def summarise(outcomes: Sequence[Outcome], gpus: int, window: tuple[float, float
     good = sum(o.job.gpus * o.job.duration for o in outcomes if o.on_time)
     ran = [(o, *_span(o)) for o in outcomes if o.finished_at is not None]
     start, end = window
-    held = sum(o.job.gpus * _overlap(began, ended, start, end) for o, began, ended in ran)
+    held = sum(o.job.gpus * _overlap(began, ended, start, end) for o in outcomes for began, ended in o.runs)
     fairness_worst, jain = _fairness(outcomes)
     return {
         "jobs": len(outcomes),
@@ -275,6 +369,8 @@ def summarise(outcomes: Sequence[Outcome], gpus: int, window: tuple[float, float
         "jain": jain,
         "team_ontime_worst": _team_ontime_worst(outcomes),
         "makespan_h": (max((ended for _, _, ended in ran), default=start) - start) / 3600,
+        "suspended": sum(o.suspended > 0 for o in outcomes) / max(len(outcomes), 1),
+        "lost_gpu_h": sum(o.job.gpus * o.lost_s for o in outcomes) / 3600,
     }
 
 
