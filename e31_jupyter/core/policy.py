@@ -703,3 +703,4 @@ POLICIES: dict[str, Policy] = {
     "e31-preempt": Policy("e31-preempt", e31_priority, e31_preempt_walk, refresh_s=300.0, preempts=True),
 }
 DEFAULT_POLICY = "e31"
+PREEMPTING = "e31-preempt"  # the default policy's form that may suspend jobs (c.E31.preempt)

@@ -57,6 +57,10 @@ class StopRequest(str, Enum):
     CANCEL = "cancel"
     TIMEOUT = "timeout"
     SUSPEND = "suspend"  # finish the cell, save a checkpoint, give the GPUs back (e31 suspend)
+    MAKE_ROOM = "make room"  # a suspend the queue asked, for a job that cannot wait (stop_by): back in line after
+
+
+SUSPENDS = (StopRequest.SUSPEND, StopRequest.MAKE_ROOM)  # the stop requests that end in a suspend
 
 
 Q, R = JobState.QUEUED, JobState.RUNNING
@@ -77,7 +81,7 @@ TRANSITIONS: dict[tuple[JobState, JobState], frozenset[Cause]] = {
     (R, F): frozenset({PROCESS_END}),
     (R, C): frozenset({PROCESS_END}),  # its process ended after the stop a user asked for
     (R, P): frozenset({PROCESS_END}),  # it stopped at a cell's end, as asked (e31 suspend), its checkpoint saved
-    (P, Q): frozenset({USER}),  # resumed (e31 resume): back in line, to go on from its checkpoint
+    (P, Q): frozenset({USER, SCHEDULER}),  # resumed (e31 resume), or suspended by the queue: back in line
     (P, C): frozenset({USER}),  # cancelled while suspended: it will not be resumed
     (F, Q): frozenset({USER}),  # resumed from its checkpoint (e31 resume): back in line, same id
     (S, S): frozenset({USER}),  # its files were deleted; its state stays

@@ -111,8 +111,9 @@ class E31(Configurable):
     policy = Enum(
         list(POLICIES),
         default_value=DEFAULT_POLICY,
-        help="The scheduling policy: e31 (deadline-aware fair share, the default), edf, backfill "
-        "(as Slurm does it), sjf or fifo. See e31_jupyter/core/policy.py.",
+        help="The scheduling policy: e31 (deadline-aware fair share, the default), e31-preempt (e31 "
+        "that may suspend jobs: c.E31.preempt), edf, backfill (as Slurm does it), sjf or fifo. See "
+        "e31_jupyter/core/policy.py.",
     ).tag(config=True)
 
     long_jobs_share = Float(
@@ -327,6 +328,15 @@ class E31(Configurable):
     @validate("job_env")
     def _check_job_env(self, proposal):
         return check_configured(proposal["value"])
+
+    preempt = Bool(
+        False,
+        help="With the e31 policy: let the queue suspend running jobs that take checkpoints "
+        "(--checkpoint) to start a job that would otherwise miss its deadline, when they can "
+        "afford it (each still meets its own deadline) and what they lose since their last "
+        "checkpoint costs less than the job saved. A job so suspended goes back in line at once "
+        "and goes on from its checkpoint; its history names the job it made room for. Off by default.",
+    ).tag(config=True)
 
     checkpoint_default = Bool(
         False,

@@ -10,6 +10,7 @@ from traitlets import TraitError
 
 from e31_jupyter.core.errors import E31Error
 from e31_jupyter.core.job import parse_duration
+from e31_jupyter.core.policy import DEFAULT_POLICY, PREEMPTING
 from e31_jupyter.execution import accounts, backends, gpus
 from e31_jupyter.server.config import E31
 from e31_jupyter.server.events import JobEvents
@@ -79,7 +80,7 @@ class E31Extension(ExtensionApp):
             currency=config.currency,
             grace_s=config.stop_grace,
             suspend_grace_s=config.suspend_grace,
-            policy=config.policy,
+            policy=_policy(config),
             long_jobs_share=config.long_jobs_share,
             max_queued_per_user=config.max_queued_per_user,
             max_gpus_per_user=config.max_gpus_per_user or None,
@@ -140,3 +141,15 @@ class E31Extension(ExtensionApp):
             assert self.e31_events is not None  # made with the queue
             await self.e31_events.stop()
             await self.e31_queue.stop()
+
+
+def _policy(config: E31) -> str:
+    """c.E31.policy, its preempting form when c.E31.preempt asks for one."""
+    if not config.preempt or config.policy == PREEMPTING:
+        return config.policy
+    if config.policy != DEFAULT_POLICY:
+        raise E31Error(
+            f"c.E31.preempt works with the {DEFAULT_POLICY} policy, and c.E31.policy is {config.policy}. Set "
+            f"c.E31.policy = '{DEFAULT_POLICY}', or leave c.E31.preempt off."
+        )
+    return PREEMPTING

@@ -86,3 +86,15 @@ def after_loss(store: Store, jobdir: JobDir, job: JobRecord, lost_at: float, now
     ended = {"finished_at": max(lost_at, job.started_at or lost_at), "state": JobState.FAILED, "reason": lost}
     jobdir.start_again()
     return back_in_line(store, job, reason, now, Cause.RESTART, ended)
+
+
+def after_making_room(store: Store, jobdir: JobDir, job: JobRecord, now: float) -> bool:
+    """A job the queue suspended to make room for another (``StopRequest.MAKE_ROOM``, its
+    ``stop_by``): back in line at once, to go on from its checkpoint (from the top when it had
+    none yet). False when it was no longer suspended."""
+    words = checkpoint_words(jobdir) or "(none yet: it starts from the top)"
+    reason = (
+        f"back in line: the queue suspended it to make room for {job.stop_by}; it goes on from its checkpoint {words}"
+    )
+    jobdir.start_again()
+    return back_in_line(store, job, reason, now, Cause.SCHEDULER, {})

@@ -28,7 +28,7 @@ from e31_jupyter.core.errors import Conflict, E31Error
 from e31_jupyter.core.forecast import Forecast
 from e31_jupyter.core.job import ON_TIMEOUT_SUSPEND, JobSpec
 from e31_jupyter.core.queue_order import Line
-from e31_jupyter.core.states import Cause, JobState, StopRequest
+from e31_jupyter.core.states import SUSPENDS, Cause, JobState, StopRequest
 from e31_jupyter.core.text import format_seconds
 from e31_jupyter.execution import accounts
 from e31_jupyter.execution import gpus as gpu_inventory
@@ -41,6 +41,7 @@ from e31_jupyter.service.job_files import JobFiles, Retention
 from e31_jupyter.service.job_record import JobRecord
 from e31_jupyter.service.leadership import Leadership
 from e31_jupyter.service.line_keeper import LineKeeper
+from e31_jupyter.service.room import RoomMaker
 from e31_jupyter.service.settings import Settings
 from e31_jupyter.service.store import Store
 
@@ -122,6 +123,7 @@ class LocalScheduler:
         self.retention = Retention(files, settings.delete_files_after_s)
         self.inventory: list[str] = settings.inventory or []  # a cluster's has none: not this scheduler
         self.line = LineKeeper(store, self.policy, settings, clock)
+        self.room = RoomMaker(store, files) if self.policy.preempts else None  # c.E31.preempt
         self._stopping: set[str] = set()  # running jobs being stopped by this scheduler
         self._seen_version = -1  # the store's data_version at the last look
         self._last_pass = 0.0  # time.monotonic() of the last scheduling pass
@@ -153,7 +155,7 @@ class LocalScheduler:
             if job.id in self._stopping:
                 continue
             if job.stop_requested:  # asked of another server, or before a restart
-                self._stop(job.id, job.handle, suspend=job.stop_requested == StopRequest.SUSPEND)
+                self._stop(job.id, job.handle, suspend=job.stop_requested in SUSPENDS)
             elif now > (job.started_at or now) + job.max_runtime_s:  # a running job has started_at
                 suspend = job.spec.get("on_timeout") == ON_TIMEOUT_SUSPEND
                 if suspend:
@@ -217,7 +219,7 @@ class LocalScheduler:
             self.store.update(
                 job_id, stop_requested=StopRequest.CANCEL, stop_by=by, reason=f"cancelling: cancelled by {by}"
             )
-        if self.is_scheduler and (job_id not in self._stopping or job.stop_requested == StopRequest.SUSPEND):
+        if self.is_scheduler and (job_id not in self._stopping or job.stop_requested in SUSPENDS):
             self._stop(job.id, job.handle)  # (a suspend under way is stopped now)
 
     # --- what the views ask ----------------------------------------------------------------
@@ -248,6 +250,8 @@ class LocalScheduler:
         now = self.clock()
         running = self.store.holding()
         snapshot = self.line.make(now, running)
+        if self.room is not None:
+            snapshot.running = self.room.suspendable(snapshot.running)
         self._expire_let_down(now)
         line = self.line.current
         assert line is not None
@@ -259,6 +263,8 @@ class LocalScheduler:
                 job_id, (JobState.QUEUED,), JobState.EXPIRED, reason, now, cause=Cause.SCHEDULER, finished_at=now
             )
             self.line.leave(job_id)
+        for victim in self.room.suspend(decision) if self.room is not None else []:
+            self._stop(victim.id, victim.handle, suspend=True)
         free = gpu_inventory.free_devices(self.inventory, running)
         for job_id in decision.start:
             gpus = line.job(job_id).gpus
@@ -418,6 +424,9 @@ class LocalScheduler:
             job_id, (JobState.RUNNING,), state, reason, ended_at, cause=Cause.PROCESS_END,
             finished_at=ended_at, result=self.files.result_or_none(job_id),
         )  # fmt: skip
+        if state == JobState.SUSPENDED and job.stop_requested == StopRequest.MAKE_ROOM:
+            if resumption.after_making_room(self.store, jobdir, self.store.job(job_id), self.clock()):
+                self.line.rejoin(self.store.job(job_id))
         self.schedule()
 
     # --- after a restart --------------------------------------------------------------------
@@ -491,6 +500,8 @@ def suspended_reason(job: JobRecord, manifest: dict | None) -> str:
     by = f" by {job.stop_by}" if job.stop_by else ""
     if job.stop_by == TIME_LIMIT:
         by = f" at its time limit ({format_seconds(job.max_runtime_s)})"
+    if job.stop_requested == StopRequest.MAKE_ROOM:
+        by = f" by the queue, to make room for {job.stop_by}, which could not wait,"
     if manifest and manifest.get("status") == JobState.SUSPENDED:
         return f"{JobState.SUSPENDED}{by} at a cell's end; {manifest.get('reason', '')}"
     stopped = "the running cell outlasted the grace period and was stopped; its last checkpoint stands"
@@ -511,7 +522,7 @@ def final_state(job: JobRecord, manifest: dict | None, exit_code: int | None, st
         return JobState.CANCELLED, cancelled_reason(job)
     if job.stop_requested == StopRequest.TIMEOUT:
         return JobState.FAILED, f"timeout: ran longer than max_runtime ({format_seconds(job['max_runtime_s'])})"
-    if job.stop_requested == StopRequest.SUSPEND and (manifest or {}).get("status") not in (
+    if job.stop_requested in SUSPENDS and (manifest or {}).get("status") not in (
         JobState.SUCCEEDED,
         JobState.FAILED,
     ):
