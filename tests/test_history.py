@@ -132,9 +132,9 @@ def test_short_jobs_of_the_last_day_that_could_not_wait_feed_the_demand_once(sto
     _submit(ours, "short", "vision", hour + 60, declared_s=1800.0, deadline=hour + 2000)
     _submit(theirs, "long", "vision", hour + 120, declared_s=10 * 3600.0, deadline=hour + 40000)  # not short
     _submit(theirs, "patient", "vision", hour + 150, declared_s=900.0, deadline=hour + 86400)  # it can wait
-    assert history.snapshot(hour + 1800, GPUS, []).demand.busiest(hour + 1800) == 2 * 1800.0 / 3600.0
+    assert history.snapshot(hour + 1800, GPUS, []).demand.lately(hour + 1800) == 2 * 1800.0 / 3600.0
     _submit(theirs, "more", "vision", hour + 180, declared_s=900.0, deadline=hour + 1200)
-    assert history.snapshot(hour + 1800, GPUS, []).demand.busiest(hour + 1800) == 2 * 2700.0 / 3600.0
+    assert history.snapshot(hour + 1800, GPUS, []).demand.lately(hour + 1800) == 2 * 2700.0 / 3600.0
 
 
 def test_a_team_idle_for_weeks_no_longer_counts_toward_the_equal_shares(stores):

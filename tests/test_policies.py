@@ -397,8 +397,8 @@ def test_urgent_demand_counts_short_jobs_of_one_machine_that_could_not_wait_and_
     demand.submitted(NOW - 1800, 1, 3600.0, None)  # no deadline: it can wait
     demand.submitted(NOW - 1800, 1, 5 * 3600.0, NOW + 3 * 3600)  # not short
     demand.submitted(NOW - 1800, 16, 600.0, NOW)  # bigger than a machine
-    assert demand.busiest(NOW) == 2.0
-    assert demand.busiest(NOW + 2 * 86400) == 0.0
+    assert demand.lately(NOW) == 2.0 and demand.lately(NOW + 3600) == 2.0  # this hour or the last
+    assert demand.lately(NOW + 3 * 3600) == 0.0
     came_in = NOW - 1800 - (NOW - 1800) % 3600
     assert demand.quiet_from() == came_in + 86400 and UrgentDemand().quiet_from() is None
     assert demand.came_lately(came_in + 86399) and not demand.came_lately(came_in + 86400)
@@ -407,14 +407,19 @@ def test_urgent_demand_counts_short_jobs_of_one_machine_that_could_not_wait_and_
     assert undeclared.quiet_from() is None and not undeclared.came_lately(NOW)
 
 
-def test_the_lane_is_what_jobs_that_could_not_wait_held_in_the_busiest_hour_of_the_last_day():
+def test_the_lane_is_what_jobs_that_could_not_wait_held_in_this_hour_or_the_last():
     def lane(demand):
         snap = _lane_case()
         snap.demand = demand
         return e31_lane(snap)
 
     assert lane(None) == 0
-    assert lane(_urgent_bursts(6, 4, busiest=10)) == 10  # the busiest hour
+    assert lane(_urgent_bursts(6, 4, busiest=10)) == 10  # the last hour
+    assert lane(_urgent_bursts(6, 10, busiest=4)) == 4  # not the hours before it
+    old = _urgent_bursts(1, 20)
+    snap = _lane_case()
+    snap.demand, snap.now = old, NOW + 3 * 3600  # that burst was hours ago: nothing kept for it
+    assert e31_lane(snap) == 0
     assert lane(_urgent_bursts(6, 40)) == 12  # at most E31_LANE_MAX (30% of 40)
     assert lane(_urgent_bursts(6, 40, slack=4 * 3600)) == 0  # they could all wait: nothing kept free
 

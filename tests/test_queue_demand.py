@@ -19,7 +19,7 @@ def _job(job_id: str, submitted_at: float, gpus: int, expected_s: float, slack_s
 
 
 def _demand(queue: Queue, now: float) -> float:
-    return queue.scheduler.line.history.snapshot(now, queue.settings.inventory, []).demand.busiest(now)
+    return queue.scheduler.line.history.snapshot(now, queue.settings.inventory, []).demand.lately(now)
 
 
 def test_short_jobs_of_the_last_day_that_could_not_wait_are_counted_once_whoever_recorded_them(tmp_path):

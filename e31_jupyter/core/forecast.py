@@ -125,8 +125,8 @@ class _Persisting:
     def __init__(self, demand: Demand, at: float):
         self.demand, self.at = demand, at
 
-    def busiest(self, now: float) -> float:
-        return self.demand.busiest(now)
+    def lately(self, now: float) -> float:
+        return self.demand.lately(now)
 
     def came_lately(self, now: float) -> bool:
         return self.demand.came_lately(self.at)

@@ -22,7 +22,7 @@ every PriorityCalcPeriod. Whatever the policy, the walk keeps one owner's jobs t
   finished jobs (their declared run times and deadline windows; for a job that declared none,
   what such jobs took) decide when a job expires (more likely than not to miss); a lane of GPUs
   that long jobs which can wait leave free, as many as short jobs that could not wait needed in
-  the busiest hour of the last day (none where deadlines leave hours); at most a share of the
+  this hour or the last (none where deadlines leave hours); at most a share of the
   GPUs for jobs that run for days while they can wait and such short jobs came in the last day;
   a fair-share nudge. See ``e31_priority``, ``e31_lane``, ``LongJobs`` and ``e31_walk``.
 - ``e31-preempt``: ``e31``, and a job that will miss its deadline unless it starts now may have
@@ -456,13 +456,13 @@ def _fair_shift(snap: Snapshot, team: str) -> float:
 
 def e31_lane(snap: Snapshot) -> int:
     """GPUs kept free of long jobs that can wait: as many as short jobs that could not wait
-    (``UrgentDemand``) held in the busiest hour of the last day, at their declared GPU time x
+    (``UrgentDemand``) held in this hour or the last, at their declared GPU time x
     everyone's median actual / declared, at most E31_LANE_MAX of the GPUs. Where such jobs keep
     coming, they find GPUs free instead of behind jobs that hold theirs for days; where deadlines
     leave hours, the lane is empty and no GPU idles for a job that never comes."""
     if snap.demand is None:
         return 0
-    peak = snap.demand.busiest(snap.now) * snap.runtimes.ratio(None, 0.5)
+    peak = snap.demand.lately(snap.now) * snap.runtimes.ratio(None, 0.5)
     return int(min(peak, E31_LANE_MAX * snap.cluster.gpus))
 
 

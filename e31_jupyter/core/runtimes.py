@@ -148,7 +148,7 @@ class Demand(Protocol):
     """What a policy reads of urgent jobs' demand (``Snapshot.demand``): ``UrgentDemand``, or the
     forecast's view of it that keeps it coming."""
 
-    def busiest(self, now: float) -> float: ...
+    def lately(self, now: float) -> float: ...
 
     def quiet_from(self) -> float | None: ...
 
@@ -160,9 +160,10 @@ class UrgentDemand:
     last day: the GPU-seconds declared by short jobs (at most one machine, a declared run time of
     at most ``short_s``) whose deadline left them at most ``urgent_s`` beyond their declared run
     time when they came. Fed by the caller as jobs are submitted, so there is no look-ahead. It
-    sizes e31's lane (``e31_lane``): where such jobs keep coming, GPUs kept free let them start
-    at once; where deadlines leave hours (results wanted by the morning), there is nothing to
-    keep free for. While none came, long jobs may take every GPU (``LongJobs``)."""
+    sizes e31's lane (``e31_lane``): while such jobs come, GPUs kept free let them start at
+    once; where deadlines leave hours (results wanted by the morning), or in the hours none
+    come, there is nothing to keep free for. While none came for a day, long jobs may take
+    every GPU (``LongJobs``)."""
 
     def __init__(
         self,
@@ -191,10 +192,12 @@ class UrgentDemand:
         while self._buckets and self._buckets[0][0] < start - self.span_s:
             self._buckets.popleft()
 
-    def busiest(self, now: float) -> float:
-        """The busiest bucket of the last ``span_s``, as GPUs held through it at the declared run
-        times; 0 when none saw such jobs."""
-        return max((load for start, load in self._buckets if start >= now - self.span_s), default=0.0) / self.bucket_s
+    def lately(self, now: float) -> float:
+        """The GPUs such jobs held in this hour or the last, whichever held more, at their
+        declared run times; 0 when none came in them."""
+        this_hour = now - now % self.bucket_s
+        recent = (load for start, load in self._buckets if start >= this_hour - self.bucket_s)
+        return max(recent, default=0.0) / self.bucket_s
 
     def quiet_from(self) -> float | None:
         """When the short jobs seen so far stop holding long jobs back: ``span_s`` after the
