@@ -292,7 +292,7 @@ def _table(results: dict, args, jobs: int, offered: float) -> str:
         + " / ".join(SIZE_CLASSES)
         + " | goodput | util. | mean JCT h | "
         + " | ".join(f"wait {c} mean/p99 h" for c in SIZE_CLASSES)
-        + " | fairness worst | Jain | team on-time worst | suspended | lost GPU-h | makespan h | jobs/s |"
+        + " | fairness worst | Jain | team on-time worst / min | suspended | lost GPU-h | makespan h | jobs/s |"
     )
     if args.pass_ms:
         head += " 10k pass ms |"
@@ -306,7 +306,9 @@ def _table(results: dict, args, jobs: int, offered: float) -> str:
     for name, r in results.items():
         misses = " / ".join(f"{r['miss_rate_by_class'][c]:.3f}" for c in SIZE_CLASSES)
         waits = " | ".join(f"{r['wait_mean_h'][c]:.2f} / {r['wait_p99_h'][c]:.2f}" for c in SIZE_CLASSES)
-        team_ontime = "-" if r["team_ontime_worst"] is None else f"{r['team_ontime_worst']:.3f}"
+        team_ontime = (
+            "-" if r["team_ontime_worst"] is None else f"{r['team_ontime_worst']:.3f} / {r['team_ontime_min']:.3f}"
+        )
         line = (
             f"| {name} | {r['miss_rate']:.3f} | {misses} | {r['goodput']:.3f} | {r['utilization']:.3f} | "
             f"{r['mean_jct_h']:.1f} | {waits} | {r['fairness_worst']:.3f} | {r['jain']:.3f} | {team_ontime} | "

@@ -276,6 +276,19 @@ def test_team_ontime_worst_is_the_lowest_teams_share_on_time_over_the_highest():
     assert summarise(no_teams, gpus=64, window=(0.0, 400.0))["team_ontime_worst"] is None
 
 
+def test_team_ontime_min_is_the_lowest_teams_share_and_refusing_work_does_not_raise_it():
+    def team(name, on_time, refused):
+        ran = [outcome(f"{name}{i}", name, 1, 100, 200, started=0) for i in range(on_time)]
+        return ran + [outcome(f"{name}-r{i}", name, 1, 100, 200, expired=0) for i in range(refused)]
+
+    ran_most = summarise(team("x", 19, 1) + team("y", 15, 5), gpus=64, window=(0.0, 400.0))
+    refused_alike = summarise(team("x", 5, 15) + team("y", 5, 15), gpus=64, window=(0.0, 400.0))
+    assert ran_most["team_ontime_min"] == 0.75 and refused_alike["team_ontime_min"] == 0.25
+    assert refused_alike["team_ontime_worst"] == 1.0 > ran_most["team_ontime_worst"]  # the ratio rewards it
+    no_teams = [outcome(f"n{i}", "", 1, 100, 200, started=0) for i in range(25)]
+    assert summarise(no_teams, gpus=64, window=(0.0, 400.0))["team_ontime_min"] is None
+
+
 # -- the benchmark -------------------------------------------------------------------------------
 
 

@@ -347,7 +347,8 @@ def summarise(outcomes: Sequence[Outcome], gpus: int, window: tuple[float, float
       jain: Jain's index over the same team means.
     - team_ontime_worst: each team's share of its jobs that finished by their deadline, over
       teams with at least FAIRNESS_MIN_JOBS jobs; lowest share / highest (1 = even). None when
-      the trace has no teams.
+      the trace has no teams. A policy that refuses every team's work alike scores well on it
+      (one that runs nothing scores 1), so team_ontime_min, the lowest share itself, stands beside it.
     """
     asked = sum(o.job.gpus * o.job.duration for o in outcomes) or 1.0
     good = sum(o.job.gpus * o.job.duration for o in outcomes if o.on_time)
@@ -368,6 +369,7 @@ def summarise(outcomes: Sequence[Outcome], gpus: int, window: tuple[float, float
         "fairness_worst": fairness_worst,
         "jain": jain,
         "team_ontime_worst": _team_ontime_worst(outcomes),
+        "team_ontime_min": _team_ontime_min(outcomes),
         "makespan_h": (max((ended for _, _, ended in ran), default=start) - start) / 3600,
         "suspended": sum(o.suspended > 0 for o in outcomes) / max(len(outcomes), 1),
         "lost_gpu_h": sum(o.job.gpus * o.lost_s for o in outcomes) / 3600,
@@ -418,11 +420,23 @@ def _slowdown(o: Outcome) -> float:
 
 
 def _team_ontime_worst(outcomes: Sequence[Outcome]) -> float | None:
-    if all(o.job.team == "" for o in outcomes):
+    shares = _team_ontime_shares(outcomes)
+    if shares is None:
         return None
-    shares = [1.0 - _missed(jobs) for jobs in _big_teams(outcomes)]
     highest = max(shares, default=0.0)
     return min(shares) / highest if highest > 0 else 1.0
+
+
+def _team_ontime_min(outcomes: Sequence[Outcome]) -> float | None:
+    """The lowest team's share of jobs on time: unlike the ratio, refusing work never raises it."""
+    shares = _team_ontime_shares(outcomes)
+    return None if shares is None else min(shares, default=1.0)
+
+
+def _team_ontime_shares(outcomes: Sequence[Outcome]) -> list[float] | None:
+    if all(o.job.team == "" for o in outcomes):
+        return None
+    return [1.0 - _missed(jobs) for jobs in _big_teams(outcomes)]
 
 
 def _overlap(a: float, b: float, start: float, end: float) -> float:
