@@ -46,15 +46,22 @@ def test_the_queue_suspends_a_job_that_can_afford_it_for_one_that_cannot_wait(st
 
 
 @pytest.mark.slow
-def test_preempt_with_another_policy_is_a_clear_start_up_error(tmp_path):
+@pytest.mark.parametrize(
+    "args, says",
+    [
+        (["--E31.policy=edf"], "c.E31.preempt works with the e31 policy, and c.E31.policy is edf"),
+        (["--E31.backend=slurm"], "with the slurm backend Slurm decides which job runs"),
+    ],
+)
+def test_preempt_where_the_queue_cannot_suspend_is_a_clear_start_up_error(tmp_path, args, says):
     server = ServerProcess(
         tmp_path / "data", gpus=["0"], root_dir=tmp_path, log_path=tmp_path / "server.log",
-        extra_args=["--E31.preempt=True", "--E31.policy=edf"],
+        extra_args=["--E31.preempt=True", *args],
     )  # fmt: skip
     try:
         with pytest.raises(RuntimeError, match="exited early"):
             server.start(timeout=180)
         assert "Traceback" not in server.log_text()
-        assert "c.E31.preempt works with the e31 policy, and c.E31.policy is edf" in server.log_text()
+        assert says in server.log_text()
     finally:
         server.stop()

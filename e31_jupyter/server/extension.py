@@ -145,6 +145,11 @@ class E31Extension(ExtensionApp):
 
 def _policy(config: E31) -> str:
     """c.E31.policy, its preempting form when c.E31.preempt asks for one."""
+    if config.preempt and config.backend == "slurm":
+        raise E31Error(
+            "c.E31.preempt: with the slurm backend Slurm decides which job runs, and e31 does not suspend "
+            "jobs for others. Leave c.E31.preempt off (Slurm's own preemption is its admin's to set)."
+        )
     if not config.preempt or config.policy == PREEMPTING:
         return config.policy
     if config.policy != DEFAULT_POLICY:
