@@ -642,9 +642,18 @@ def e31_preempt_walk(ordered: Sequence[Pending], snap: Snapshot) -> Decision:
     return decision
 
 
+@dataclass(frozen=True)
+class Suspendable:
+    """A running job that may be suspended, weighed once a pass."""
+
+    job: Running
+    loss: float  # GPU-seconds a suspend costs it: what it did since its last checkpoint, and the restore
+    again_by: float  # the latest it may start again and still meet its deadline on all of its limit
+
+
 class Room:
     """The GPUs after a pass's starts, and the running jobs that may still be suspended to make
-    room for a job that cannot wait."""
+    room for a job that cannot wait, cheapest first."""
 
     def __init__(self, snap: Snapshot, ordered: Sequence[Pending], decision: Decision, suspendable: list[Running]):
         self.snap = snap
@@ -652,46 +661,39 @@ class Room:
         gpus = {job.id: job.gpus for job in ordered if job.id in decision.placement}
         for job_id, machines in decision.placement.items():
             self.cluster.hold(machines, gpus[job_id])
-        self.suspendable = sorted(suspendable, key=self.loss)
+        self.suspendable = sorted((self._weigh(job) for job in suspendable), key=lambda s: s.loss)
 
-    def loss(self, job: Running) -> float:
-        """GPU-seconds a suspend costs ``job``: what it did since its last checkpoint, and the restore."""
-        return job.gpus * (self.snap.now - self.checkpointed(job) + self.snap.restore_s)
-
-    def checkpointed(self, job: Running) -> float:
-        assert job.checkpointed_at is not None  # only such jobs are suspendable
-        return self.snap.checkpointed(job) if self.snap.checkpointed is not None else job.checkpointed_at
-
-    def affords(self, job: Running, again_at: float) -> bool:
-        """Whether ``job``, suspended now and started again at ``again_at``, still meets its
-        deadline even if it takes all of its time limit: so it cannot be expired for the suspend."""
-        if job.deadline is None:
-            return True
-        done = self.checkpointed(job) - job.started_at  # of this run's limit, what it keeps
-        return again_at + job.max_runtime - done + self.snap.restore_s <= job.deadline
+    def _weigh(self, job: Running) -> Suspendable:
+        snap = self.snap
+        checkpointed = snap.checkpointed(job) if snap.checkpointed is not None else job.checkpointed_at
+        assert checkpointed is not None  # only such jobs are suspendable
+        loss = job.gpus * (snap.now - checkpointed + snap.restore_s)
+        left = job.max_runtime - (checkpointed - job.started_at) + snap.restore_s  # of its limit, after the suspend
+        return Suspendable(job, loss, math.inf if job.deadline is None else job.deadline - left)
 
     def make(self, job: Pending, expected: float) -> tuple[list[Running], tuple[int, ...]] | None:
         """The running jobs to suspend for ``job`` and where it starts; None when it is not worth it."""
         if self.cluster.fits(job.gpus):
             return None  # GPUs are free: e31's own rules held it back, not a lack of room
+        again_at = self.snap.now + expected  # when the jobs suspended for it are sure to get GPUs back
         trial, freed = self.cluster.copy(), []
-        for victim in self.suspendable:
+        for candidate in self.suspendable:
             if trial.fits(job.gpus):
                 break
-            if self.affords(victim, self.snap.now + expected):
-                trial.release(victim.machines, victim.gpus)
-                freed.append(victim)
+            if candidate.again_by >= again_at:
+                trial.release(candidate.job.machines, candidate.job.gpus)
+                freed.append(candidate)
         machines = trial.place(job.gpus)
         if machines is None:
             return None
-        victims = [victim for victim in freed if set(victim.machines) & set(machines)]
-        if sum(self.loss(victim) for victim in victims) >= job.gpus * expected:
+        victims = [c for c in freed if set(c.job.machines) & set(machines)]
+        if sum(c.loss for c in victims) >= job.gpus * expected:
             return None
         for victim in victims:
-            self.cluster.release(victim.machines, victim.gpus)
+            self.cluster.release(victim.job.machines, victim.job.gpus)
             self.suspendable.remove(victim)
         self.cluster.hold(machines, job.gpus)
-        return victims, machines
+        return [victim.job for victim in victims], machines
 
 
 POLICIES: dict[str, Policy] = {
