@@ -71,13 +71,14 @@ def test_a_check_with_free_gpus_would_start_now(client, gated):
 
 def test_a_job_held_back_while_gpus_are_free_says_why(start_server, gated, capsys):
     """Five GPUs: jobs expected to run over a day may hold 3 of them while they can wait, once
-    short jobs have come; before that nothing is kept for them."""
+    short jobs that could not wait have come; before that nothing is kept for them."""
     server = start_server(gpus=[str(n) for n in range(5)])
     client = E31Client(server.url, server.token)
     first = wait_state(client, gated.submit(client, "first", gpus=3, max_runtime="3d")["id"], "running")
     beside = gated.submit(client, "beside", gpus=1, max_runtime="3d")  # no short job yet: it starts
     wait_state(client, beside["id"], "running")
-    short = wait_state(client, gated.submit(client, "short", gpus=1, max_runtime="10m")["id"], "running")
+    short = gated.submit(client, "short", gpus=1, max_runtime="10m", deadline="+30m")  # it could not wait
+    short = wait_state(client, short["id"], "running")
     client.cancel(short["id"])  # a short job came (had it succeeded, the long jobs' run times would look short)
     wait_state(client, short["id"], "cancelled")
     second = gated.submit(client, "second", gpus=1, max_runtime="3d")  # no deadline: it can wait

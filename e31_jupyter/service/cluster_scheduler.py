@@ -287,6 +287,8 @@ class ClusterScheduler:
         """The cluster's verdict, with the worker's own reason when the notebook failed."""
         if status.state == JobState.CANCELLED and job.stop_requested == StopRequest.CANCEL:
             return status.state, cancelled_reason(job)
+        if status.timed_out:  # its processes were signalled: what the worker saw of that is no reason
+            return status.state, status.reason
         jobdir = self.files.jobdir(job.id)
         manifest = jobdir.read_json(jobdir.manifest) or {}
         if job.stop_requested == StopRequest.SUSPEND and manifest.get("status") not in (

@@ -33,6 +33,7 @@ class BackendStatus:
     node: str | None = None
     started_at: float | None = None
     finished_at: float | None = None
+    timed_out: bool = False  # the cluster ended it at its time limit: its verdict stands over the worker's
 
     def start_reason(self) -> str:
         gpus = f" with GPU(s) {', '.join(self.granted)}" if self.granted else ""

@@ -357,6 +357,7 @@ def to_status(job: SlurmJob, position: int | None, jobdir: JobDir) -> BackendSta
         status.state = JobState.RUNNING
     else:
         status.state, status.reason = final_state(job)
+        status.timed_out = job.state == "TIMEOUT"
         status.finished_at = job.end if job.end is not None else time.time()
     return status
 
