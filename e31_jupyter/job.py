@@ -59,9 +59,10 @@ def resumed() -> bool:
 
 
 def stopping() -> bool:
-    """Whether the job has been asked to stop at its cell's end (``e31 suspend``): a long cell
-    may then save what it needs (``checkpoint``) and end early, so that the job's own checkpoint
-    after it is taken. The kernel is told by SIGUSR1; code may install its own handler instead."""
+    """Whether the job has been asked to stop at its cell's end (``e31 suspend``), or its time
+    limit is near (within c.E31.suspend_grace): a long cell may then save what it needs
+    (``checkpoint``) and end early, so that the job's own checkpoint after it is taken. The
+    kernel is told by SIGUSR1; code may install its own handler instead."""
     return os.environ.get("E31_STOPPING") == "1"
 
 

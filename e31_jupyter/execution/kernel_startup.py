@@ -9,7 +9,7 @@
 # for it; tqdm.notebook, asked for by name, is left as it is.
 #
 # And: SIGUSR1, which the worker passes on when the job is asked to stop at its cell's end
-# (e31 suspend), sets E31_STOPPING in the kernel's environment instead of ending the kernel, so
+# (e31 suspend) or its time limit is near, sets E31_STOPPING in the kernel's environment instead of ending the kernel, so
 # that code in a long cell can see it (e31_jupyter.job.stopping()) and end its cell early. Code
 # may install a handler of its own for SIGUSR1, as for Slurm's --signal.
 #

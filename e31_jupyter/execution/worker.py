@@ -182,11 +182,19 @@ def _on_sigterm(signum, frame):
 
 # Set on SIGUSR1 (``e31 suspend``): the engine stops at the running cell's end, saving a checkpoint.
 SUSPEND_ASKED = threading.Event()
-KERNEL_PIDS: list[int] = []  # the job's kernel, told too (kernel_startup.py: e31_jupyter.job.stopping())
+# Set on SIGUSR1, and on SIGUSR2 (its time limit is near): the kernel is told, so that code in a
+# long cell can see it (e31_jupyter.job.stopping(), kernel_startup.py) and end the cell early.
+STOPPING = threading.Event()
+KERNEL_PIDS: list[int] = []  # the job's kernel, once it listens
 
 
 def _on_sigusr1(signum, frame):
     SUSPEND_ASKED.set()
+    _on_sigusr2(signum, frame)
+
+
+def _on_sigusr2(signum, frame):
+    STOPPING.set()
     for pid in KERNEL_PIDS:
         _tell_kernel(pid)
 
@@ -199,8 +207,8 @@ def _tell_kernel(pid: int) -> None:
 
 
 def _pass_suspends_on(kernel):
-    """What the engine calls once the kernel answers: from then on a suspend is passed on to
-    it, and one asked already is passed on now. Not before: until its startup file has run,
+    """What the engine calls once the kernel answers: from then on a suspend (or the warning
+    that its time is nearly up) is passed on to it, and one asked already is passed on now. Not before: until its startup file has run,
     SIGUSR1 would end the kernel. Only an IPython kernel runs that file (others are not told)."""
 
     def kernel_ready() -> None:
@@ -209,7 +217,7 @@ def _pass_suspends_on(kernel):
         if process is None or not process.pid or str(language).lower() != "python":
             return
         KERNEL_PIDS.append(process.pid)
-        if SUSPEND_ASKED.is_set():
+        if STOPPING.is_set():
             _tell_kernel(process.pid)
 
     return kernel_ready
@@ -452,6 +460,7 @@ def main(argv: list[str] | None = None) -> int:
     # First: a job is running from the moment it is handed over, and may be asked to suspend
     # while a standby worker still imports (SIGUSR1's default would end the process).
     signal.signal(signal.SIGUSR1, _on_sigusr1)
+    signal.signal(signal.SIGUSR2, _on_sigusr2)
     if argv == [STANDBY_FLAG]:
         argv = [wait_for_job()]
     if len(argv) != 1:

@@ -124,6 +124,7 @@ class LocalScheduler:
         self.inventory: list[str] = settings.inventory or []  # a cluster's has none: not this scheduler
         self.line = LineKeeper(store, self.policy, settings, clock)
         self.room = RoomMaker(store, files) if self.policy.preempts else None  # c.E31.preempt
+        self._warned: set[str] = set()  # running jobs told that their time limit is near
         self._stopping: set[str] = set()  # running jobs being stopped by this scheduler
         self._seen_version = -1  # the store's data_version at the last look
         self._last_pass = 0.0  # time.monotonic() of the last scheduling pass
@@ -167,6 +168,12 @@ class LocalScheduler:
                 else:
                     self.store.update(job.id, stop_requested=StopRequest.TIMEOUT)
                 self._stop(job.id, job.handle, suspend=suspend)
+            elif job.id not in self._warned and warning_due(job, now, self.settings.suspend_grace_s):
+                self._warned.add(job.id)
+                jobdir = self.files.jobdir(job.id)
+                asyncio.get_running_loop().run_in_executor(
+                    None, warn_once_begun, self.backend, job.id, jobdir, job.handle, self.settings
+                )
         # Submits and cancels of other servers show as a new store version: schedule at once.
         # Otherwise a pass a second is enough to expire jobs whose deadlines became hopeless.
         version = self.store.version()[0]
@@ -409,6 +416,7 @@ class LocalScheduler:
     def _finish(self, job_id: str, exit_code: int | None, ended_at: float, start_error: str = "") -> None:
         """The job's process has ended: clean up what it left, release its GPUs, record why it ended."""
         self._stopping.discard(job_id)
+        self._warned.discard(job_id)
         job = self.store.get(job_id)
         if job is None or job.state != JobState.RUNNING:
             return
@@ -484,6 +492,22 @@ def suspend_once_begun(backend: ProcessBackend, job_id: str, jobdir: JobDir, han
     starts, before the worker listens for the request); it has the rest of the grace period."""
     waited = jobdir.wait_for_worker(settings.suspend_grace_s)
     backend.suspend(job_id, handle, max(0.0, settings.suspend_grace_s - waited), settings.grace_s)
+
+
+def warning_due(job: JobRecord, now: float, grace: float) -> bool:
+    """Whether a running job's time limit is within ``grace``: its code is told then
+    (``e31_jupyter.job.stopping()``), so that a long cell can save its work and end. A job whose
+    whole limit is that short is not told: it would see it from its start."""
+    return job.max_runtime_s > grace and now > (job.started_at or now) + job.max_runtime_s - grace
+
+
+def warn_once_begun(
+    backend: ProcessBackend, job_id: str, jobdir: JobDir, handle: dict | None, settings: Settings
+) -> None:
+    """Tell a job's worker its time limit is near, once it has begun (before, the signal would end it)."""
+    if handle is not None:
+        jobdir.wait_for_worker(settings.suspend_grace_s)
+        backend.warn(job_id, handle)
 
 
 def after_work_reason(manifest: dict) -> str:

@@ -78,6 +78,11 @@ class ProcessBackend(Protocol):
         (``stop`` with ``stop_grace``) if it has not ended after ``grace`` seconds."""
         ...
 
+    def warn(self, job_id: str, handle: dict) -> None:
+        """Tell the job's code that its time limit is near (SIGUSR2 to the worker, which passes it
+        on: ``e31_jupyter.job.stopping()`` becomes true)."""
+        ...
+
     def clean_up(self, job_id: str, account: Account | None) -> None:
         """End anything the job left behind once its worker is gone."""
         ...

@@ -143,6 +143,14 @@ class DockerBackend:
         except NotFound:
             pass  # it ended and was removed meanwhile
 
+    def warn(self, job_id: str, handle: dict) -> None:
+        try:
+            container = self._container(handle)
+            if container is not None:
+                container.kill(signal="SIGUSR2")
+        except (NotFound, APIError):  # it ended meanwhile: there is no one to tell
+            pass
+
     def suspend(self, job_id: str, handle: dict, grace: float, stop_grace: float) -> None:
         """SIGUSR1 to the worker (it stops at its cell's end, saving a checkpoint); ``stop`` after
         ``grace`` seconds if it has not ended by then."""

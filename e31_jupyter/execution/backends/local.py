@@ -116,6 +116,11 @@ class LocalBackend:
         _signal_all(alive, signal.SIGKILL)
         psutil.wait_procs(alive, timeout=5)
 
+    def warn(self, job_id: str, handle: dict) -> None:
+        worker = self._process(handle)
+        if worker is not None:
+            _safe(worker.send_signal, signal.SIGUSR2)
+
     def suspend(self, job_id: str, handle: dict, grace: float, stop_grace: float) -> None:
         """SIGUSR1 to the worker (it stops at its cell's end, saving a checkpoint); ``stop`` after
         ``grace`` seconds if it has not ended by then."""
