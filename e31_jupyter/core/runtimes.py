@@ -1,7 +1,7 @@
 """What a policy may learn from jobs already seen, pure: run times of finished jobs
-(``RuntimeModel``) and the recent demand of short jobs that could not wait (``UrgentDemand``). Both are fed by their
-caller (the live queue's history, or the simulator) as jobs end or arrive, so nothing is learned
-from the future."""
+(``RuntimeModel``) and the recent demand of short jobs that could not wait (``UrgentDemand``).
+Both are fed by their caller (the live queue's history, or the simulator) as jobs end or
+arrive, so nothing is learned from the future."""
 
 from __future__ import annotations
 

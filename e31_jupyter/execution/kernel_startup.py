@@ -9,9 +9,10 @@
 # for it; tqdm.notebook, asked for by name, is left as it is.
 #
 # And: SIGUSR1, which the worker passes on when the job is asked to stop at its cell's end
-# (e31 suspend) or its time limit is near, sets E31_STOPPING in the kernel's environment instead of ending the kernel, so
-# that code in a long cell can see it (e31_jupyter.job.stopping()) and end its cell early. Code
-# may install a handler of its own for SIGUSR1, as for Slurm's --signal.
+# (e31 suspend) or its time limit is near, sets E31_STOPPING in the kernel's environment
+# instead of ending the kernel, so that code in a long cell can see it
+# (e31_jupyter.job.stopping()) and end its cell early. Code may install a handler of its own
+# for SIGUSR1, as for Slurm's --signal.
 #
 # No docstring and no names left behind: a docstring would set __doc__ in the user's namespace.
 

@@ -206,10 +206,11 @@ def _tell_kernel(pid: int) -> None:
         pass  # it has ended
 
 
-def _pass_suspends_on(kernel):
-    """What the engine calls once the kernel answers: from then on a suspend (or the warning
-    that its time is nearly up) is passed on to it, and one asked already is passed on now. Not before: until its startup file has run,
-    SIGUSR1 would end the kernel. Only an IPython kernel runs that file (others are not told)."""
+def _pass_stops_on(kernel):
+    """What the engine calls once the kernel answers: from then on a suspend, or the warning
+    that its time limit is near, is passed on to it, and one asked already is passed on now.
+    Not before: until its startup file has run, SIGUSR1 would end the kernel. Only an IPython
+    kernel runs that file (others are not told)."""
 
     def kernel_ready() -> None:
         process = _kernel_process(kernel)
@@ -253,7 +254,7 @@ def run(jobdir: JobDir) -> dict:
             cells = len(nbformat.read(notebook, as_version=4).cells)
             injected = 0 if checkpoints.resume else (1 if spec["parameters"] else 0)
             progress.write(cells_total=cells + injected)
-            papermill_engines.register("e31", job_engine(progress, checkpoints, _pass_suspends_on(kernel)))
+            papermill_engines.register("e31", job_engine(progress, checkpoints, _pass_stops_on(kernel)))
             save_notebooks_whole(jobdir.path)
             papermill.execute_notebook(
                 str(notebook),

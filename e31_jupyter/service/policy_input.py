@@ -2,7 +2,7 @@
 
 A policy is pure (``policy.py``); this turns the store's rows into its nouns: queued jobs into
 ``Pending``, running ones into ``Running``, and the past into fair-share usage, run times of
-finished jobs and short jobs' recent demand.
+finished jobs and the recent demand of short jobs that could not wait.
 
 The past is read incrementally, whichever server wrote it: jobs that ended are taken from the
 store's log of transitions after the last one seen, jobs submitted from the rows recorded after
@@ -86,7 +86,7 @@ def team(job) -> str:
 
 
 class History:
-    """Fair-share usage of ended jobs, run times of jobs that succeeded, and short jobs' demand,
+    """Fair-share usage of ended jobs, run times of jobs that succeeded, and urgent short jobs' demand,
     each brought up to date from the store when asked."""
 
     def __init__(
