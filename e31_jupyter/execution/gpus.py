@@ -1,7 +1,7 @@
 """The GPU inventory: which devices the queue may hand out, and who holds which.
 
 The inventory is a configured list (``c.E31.gpus``; also how a queue gets a subset of a
-machine's GPUs) or, by default, every GPU that NVML reports. Who holds a device is not kept
+machine's GPUs) or, by default, every GPU that NVML reports (``nvml.py``). Who holds a device is not kept
 here: it follows from the running jobs' grants in the store, so a restarted server agrees.
 """
 
@@ -10,21 +10,15 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any, TypeVar
 
+from e31_jupyter.execution import nvml
+
 J = TypeVar("J", bound=Mapping[str, Any])  # a running job: anything with its granted devices
 
 
 def discover() -> list[str]:
-    """Device indices NVML reports, as strings; none when there is no NVIDIA driver."""
-    try:
-        import pynvml
-
-        pynvml.nvmlInit()
-    except Exception:  # no library, no driver, no device: all mean "no GPUs here"
-        return []
-    try:
-        return [str(i) for i in range(pynvml.nvmlDeviceGetCount())]
-    finally:
-        pynvml.nvmlShutdown()
+    """The GPUs NVML reports (indices, or MIG instances' ids where MIG is on); none when there
+    is no NVIDIA driver."""
+    return nvml.device_ids()
 
 
 def holders(inventory: list[str], running_jobs: Sequence[J]) -> dict[str, J | None]:
