@@ -12,7 +12,8 @@ from e31_jupyter.service.store import _SCHEMA, Store
 
 def test_a_store_from_before_dependencies_gains_the_column_and_keeps_its_jobs(tmp_path):
     path = tmp_path / "e31.sqlite"
-    lines = [line for line in _SCHEMA.splitlines() if "after_jobs" not in line and "attempts" not in line]
+    added_later = ("after_jobs", "attempts", "returned", "gpu_use", "used_gpu_s")
+    lines = [line for line in _SCHEMA.splitlines() if not any(column in line for column in added_later)]
     old_schema = "\n".join(lines).replace("result TEXT NOT NULL DEFAULT '{}',", "result TEXT NOT NULL DEFAULT '{}'")
     assert "after_jobs" not in old_schema
     with sqlite3.connect(path) as db:
@@ -24,6 +25,7 @@ def test_a_store_from_before_dependencies_gains_the_column_and_keeps_its_jobs(tm
     store, again = Store(path), Store(path)  # two servers starting on it: the second finds it done
     assert store.get("old")["after_jobs"] == [] and store.states(["old", "gone"]) == {"old": "succeeded"}
     assert store.get("old").attempts == []  # a column added later again
+    assert (store.get("old").gpu_use, store.get("old").returned, store.get("old").used_gpu_s) == ({}, [], None)
     assert [row["after_jobs"] for row in again.queued_requests()] == []
     store.close()
     again.close()

@@ -19,7 +19,7 @@ def gpu_seconds(job: Mapping[str, Any], now: float, since: float | None = None, 
 def attempt(job: Mapping[str, Any]) -> dict:
     """What a job's run that has ended keeps of itself once the job is resumed: its hold (what
     the meter counts) and how it ended."""
-    keys = ("started_at", "released_at", "finished_at", "granted", "state", "reason")
+    keys = ("started_at", "released_at", "finished_at", "granted", "returned", "state", "reason")
     return {key: job.get(key) for key in keys} | {"state": str(job.get("state"))}
 
 
@@ -29,38 +29,71 @@ def _held(job: Mapping[str, Any], now: float, since: float | None, until: float 
     start = job["started_at"]
     ends: list[float] = [job[key] for key in ("released_at", "finished_at") if job.get(key) is not None]
     end = min(ends) if ends else now
+    held = len(job["granted"]) * _overlap(start, end, since, until)
+    # GPUs given back while it ran (idle): held from its start until then
+    return held + sum(_overlap(start, min(r["at"], end), since, until) for r in job.get("returned") or ())
+
+
+def _overlap(start: float, end: float, since: float | None, until: float | None) -> float:
     if since is not None:
         start = max(start, since)
     if until is not None:
         end = min(end, until)
-    return len(job["granted"]) * max(0.0, end - start)
+    return max(0.0, end - start)
 
 
-def reading(seconds: float, rate: float, currency: str) -> dict:
-    """A meter reading as shown to people: GPU-seconds, GPU-hours and cost."""
+def used_seconds(job: Mapping[str, Any], now: float, since: float | None, until: float | None) -> float | None:
+    """GPU-seconds the job used (utilisation-weighted, from its GPUs' readings) within the window:
+    its whole use in the share of its hold that falls in the window. None: not measured."""
+    used = job.get("used_gpu_s")
+    if used is None:
+        return None
+    held = gpu_seconds(job, now)
+    return used * gpu_seconds(job, now, since, until) / held if held > 0 else 0.0
+
+
+def reading(seconds: float, rate: float, currency: str, used: float | None = None) -> dict:
+    """A meter reading as shown to people: GPU-seconds, GPU-hours and cost, and the GPU-hours
+    used of those held where the GPUs were read (None: not measured)."""
     hours = seconds / 3600.0
     return {
         "gpu_seconds": round(seconds, 3),
         "gpu_hours": round(hours, 6),
         "cost": round(hours * rate, 4),
         "currency": currency,
+        "used_gpu_hours": round(used / 3600.0, 6) if used is not None else None,
     }
 
 
 def summary(
     jobs: Sequence[Mapping[str, Any]], since: float, until: float, now: float, rate: float, currency: str
 ) -> dict:
-    """Usage in [since, until], in total, by user and by team."""
-    by_user: dict[str, float] = defaultdict(float)
-    by_team: dict[str, float] = defaultdict(float)
-    total = 0.0
+    """Usage in [since, until], in total, by user and by team: held, and used where measured."""
+    total = _Tally()
+    by_user: defaultdict[str, _Tally] = defaultdict(_Tally)
+    by_team: defaultdict[str, _Tally] = defaultdict(_Tally)
     for job in jobs:
-        seconds = gpu_seconds(job, now, since, until)
-        total += seconds
-        by_user[job["owner"]] += seconds
-        by_team[job["team"] or "(no team)"] += seconds
+        held, used = gpu_seconds(job, now, since, until), used_seconds(job, now, since, until)
+        for tally in (total, by_user[job["owner"]], by_team[job["team"] or "(no team)"]):
+            tally.add(held, used)
     return {
-        **reading(total, rate, currency),
-        "by_user": {k: reading(v, rate, currency) for k, v in sorted(by_user.items())},
-        "by_team": {k: reading(v, rate, currency) for k, v in sorted(by_team.items())},
+        **total.reading(rate, currency),
+        "by_user": {k: v.reading(rate, currency) for k, v in sorted(by_user.items())},
+        "by_team": {k: v.reading(rate, currency) for k, v in sorted(by_team.items())},
     }
+
+
+class _Tally:
+    """GPU-seconds held, and used where measured (None while nothing was)."""
+
+    def __init__(self) -> None:
+        self.held = 0.0
+        self.used: float | None = None
+
+    def add(self, held: float, used: float | None) -> None:
+        self.held += held
+        if used is not None:
+            self.used = (self.used or 0.0) + used
+
+    def reading(self, rate: float, currency: str) -> dict:
+        return reading(self.held, rate, currency, self.used)

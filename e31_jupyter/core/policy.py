@@ -104,6 +104,10 @@ class Snapshot:
     # A running job's last checkpoint at this moment, where it is worked out (the simulator's
     # model); else what Running.checkpointed_at says.
     checkpointed: Callable[[Running], float] | None = None
+    # GPUs that no job holds but processes outside the queue use: left out of ``cluster``'s free
+    # ones, and why (a job that would fit with them is held back, saying so).
+    outside_gpus: int = 0
+    outside_use: str = ""
     # What a policy works out per team (per_team), once per snapshot: a pass asks for every queued job.
     _per_team: dict[tuple[Callable, str], float] = field(default_factory=dict, init=False, repr=False, compare=False)
     # Each job's median expected run time, likewise: e31 asks for it up to three times a pass.
@@ -237,6 +241,8 @@ def walk(
         elif not reason and job.gpus < no_room[beside]:
             if not cluster.fits(job.gpus):
                 no_room = [min(no_room[0], job.gpus), min(no_room[1], job.gpus)]
+                if snap.outside_gpus and cluster.free_gpus + snap.outside_gpus >= job.gpus:
+                    decision.held_back[job.id] = snap.outside_use
             elif held_back is not None and (why := held_back(job, cluster)):
                 decision.held_back[job.id] = why
             else:

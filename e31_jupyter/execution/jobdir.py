@@ -139,6 +139,27 @@ class JobDir:
         log_bytes = self.log.stat().st_size if self.log.exists() else 0
         write_json_atomic(self.attempt, {"log_bytes": log_bytes})
 
+    def add_to_log(self, line: str) -> bool:
+        """Append a line of the queue's to the job's log (an idle-GPU warning), opening no link
+        the job made and only a regular file; whether it was written."""
+        try:
+            folder = os.open(self.path, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
+        except OSError:
+            return False
+        try:
+            fd = os.open(self.log.name, os.O_WRONLY | os.O_APPEND | os.O_NOFOLLOW | os.O_NONBLOCK, dir_fd=folder)
+        except OSError:
+            return False
+        finally:
+            os.close(folder)
+        try:
+            if stat.S_ISREG(os.fstat(fd).st_mode):
+                os.write(fd, f"{line}\n".encode())
+                return True
+            return False
+        finally:
+            os.close(fd)
+
     def size(self) -> int:
         """Bytes the job's files take (links counted as links)."""
         return sum(

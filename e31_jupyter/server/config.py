@@ -25,8 +25,10 @@ class E31(Configurable):
         Unicode(),
         default_value=None,
         allow_none=True,
-        help="GPUs the queue may hand out (device indices or UUIDs). Default: every GPU NVML "
-        "reports, none without an NVIDIA driver. A subset gives the queue part of a machine.",
+        help="GPUs the queue may hand out: device indices, GPU-... UUIDs (stable across reboots) or "
+        "MIG-... ids; a job's CUDA_VISIBLE_DEVICES names them the same way. Default: every GPU NVML "
+        "reports (its MIG instances where MIG is on), none without an NVIDIA driver. A subset gives "
+        "the queue part of a machine.",
     ).tag(config=True)
 
     data_dir = Unicode(
@@ -171,6 +173,35 @@ class E31(Configurable):
         "checkpoint stands.",
     ).tag(config=True)
 
+    gpu_sample_s = Float(
+        5.0,
+        help="Seconds between readings of the GPUs (NVML): utilisation, memory and power of each "
+        "running job's GPUs, and processes outside the queue. 0 takes none.",
+    ).tag(config=True)
+
+    idle_gpu_threshold = Float(
+        5.0, help="A granted GPU under this SM utilisation (%) is idle (see idle_gpu_after)."
+    ).tag(config=True)
+
+    idle_gpu_after = Unicode(
+        "30m",
+        help="How long a granted GPU may stay idle before its job is warned (in its log, widget "
+        "and the panel), e.g. 30m, 1h.",
+    ).tag(config=True)
+
+    idle_gpu_action = Enum(
+        ["warn", "release"],
+        default_value="warn",
+        help="What happens to a job's idle GPUs: 'warn' only, or 'release': also give back those "
+        "the job's processes hold no memory on. The meter stops counting them.",
+    ).tag(config=True)
+
+    outside_gpu_memory_mib = Int(
+        0,
+        help="A GPU that processes outside the queue (someone's own kernel) hold more memory on "
+        "than this (MiB) is busy outside the queue: it is not handed out until they end.",
+    ).tag(config=True)
+
     max_queued_per_user = Int(1000, help="The most jobs one user may have waiting in the queue at once.").tag(
         config=True
     )
@@ -296,6 +327,18 @@ class E31(Configurable):
                 f"c.E31.max_gpus_per_user is {proposal['value']}: give the most GPUs one user's jobs may hold "
                 "at once, or 0 for no limit."
             )
+        return proposal["value"]
+
+    @validate("gpu_sample_s", "outside_gpu_memory_mib")
+    def _check_not_negative(self, proposal):
+        if proposal["value"] < 0:
+            raise ValueError(f"c.E31.{proposal['trait'].name} must be 0 or more.")
+        return proposal["value"]
+
+    @validate("idle_gpu_threshold")
+    def _check_threshold(self, proposal):
+        if not 0 <= proposal["value"] <= 100:
+            raise ValueError("c.E31.idle_gpu_threshold is a utilisation in %: give a number from 0 to 100.")
         return proposal["value"]
 
     @validate("gpu_hour_rate")

@@ -9,6 +9,7 @@ from jupyter_server.extension.application import ExtensionApp
 from traitlets import TraitError
 
 from e31_jupyter.core.errors import E31Error
+from e31_jupyter.core.gpu_use import WatchRules
 from e31_jupyter.core.job import parse_duration
 from e31_jupyter.core.policy import DEFAULT_POLICY, PREEMPTING
 from e31_jupyter.execution import accounts, backends, gpus
@@ -95,6 +96,13 @@ class E31Extension(ExtensionApp):
             job_env=list(config.job_env),
             checkpoint_default=config.checkpoint_default,
             checkpoint_share=config.checkpoint_share,
+            gpu_watch=WatchRules(
+                sample_s=config.gpu_sample_s,
+                idle_below_pct=config.idle_gpu_threshold,
+                idle_after_s=parse_duration(config.idle_gpu_after, "idle_gpu_after"),
+                release_idle=config.idle_gpu_action == "release",
+                outside_memory_bytes=config.outside_gpu_memory_mib << 20,
+            ),
         )
         backend = backends.create(config.backend, **config.backend_settings())
         if config.backend in backends.CLUSTER_BACKENDS:  # Slurm: the cluster decides what runs

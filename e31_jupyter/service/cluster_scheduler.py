@@ -24,6 +24,7 @@ from e31_jupyter.core.states import ACTIVE_STATES, FINAL_STATES, Cause, JobState
 from e31_jupyter.execution import accounts
 from e31_jupyter.execution.backends import BackendStatus, ClusterBackend
 from e31_jupyter.service.admission import Revision
+from e31_jupyter.service.gpu_watch import GpuWatch
 from e31_jupyter.service.job_files import JobFiles, Retention
 from e31_jupyter.service.job_record import JobRecord
 from e31_jupyter.service.leadership import Leadership
@@ -49,6 +50,7 @@ class ClusterScheduler:
         self.clock = clock
         self.leadership = Leadership(data_dir, elected=lambda: self.poll_soon(force=True), tick=self._tick)
         self.retention = Retention(files, settings.delete_files_after_s)
+        self.gpu_watch: GpuWatch | None = None  # the cluster's GPUs are its own to read, not e31's
         self._last_poll = 0.0
         self._poll_task: asyncio.Task | None = None
         self._last_poll_error = ""

@@ -21,6 +21,8 @@ _JSON: dict[str, Any] = {
     "result": {},
     "after_jobs": [],
     "attempts": [],
+    "returned": [],
+    "gpu_use": {},
 }  # columns stored as JSON, and their empty value
 
 
@@ -52,6 +54,9 @@ class JobRecord(Mapping[str, Any]):
     result: dict = field(default_factory=dict)
     after_jobs: list[str] = field(default_factory=list)
     attempts: list[dict] = field(default_factory=list)  # a resumed job's earlier runs (meter.attempt)
+    returned: list[dict] = field(default_factory=list)  # GPUs given back while it ran: {"device", "at"}
+    gpu_use: dict = field(default_factory=dict)  # what its GPUs did (core/gpu_use.py); {} before any reading
+    used_gpu_s: float | None = None  # GPU-seconds used, utilisation-weighted; None: not measured
     seq: int | None = None  # with a read of ended jobs: the transition that ended it
 
     @classmethod

@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import math
 import time
+from collections.abc import Callable, Mapping
 from dataclasses import replace
 
 from e31_jupyter.core import policy
@@ -23,8 +24,16 @@ LINE_MAX_AGE_S = 1.0  # how stale a place in line may be shown after the queue c
 
 
 class LineKeeper:
-    def __init__(self, store: Store, policy_: policy.Policy, settings: Settings, clock):
+    def __init__(
+        self,
+        store: Store,
+        policy_: policy.Policy,
+        settings: Settings,
+        clock,
+        busy_outside: Callable[[], Mapping[str, str]] = dict,
+    ):
         self.store = store
+        self.busy_outside = busy_outside  # GPUs not to hand out: busy outside the queue (gpu_watch.py)
         self.policy = policy_
         self.clock = clock
         self.inventory: list[str] = settings.inventory or []
@@ -95,7 +104,7 @@ class LineKeeper:
         queued = [job for job in self._pending_jobs.of(rows) if job.id not in self.waiting_for_others]
         if running is None:
             running = self.store.holding()
-        snapshot = self.history.snapshot(now, self.inventory, running)
+        snapshot = self.history.snapshot(now, self.inventory, running, self.busy_outside())
         if self.current is not None and self._keys_hold(now):
             self.current.follow(queued)
         else:

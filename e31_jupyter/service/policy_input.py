@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from e31_jupyter.core import meter, policy
+from e31_jupyter.core import gpu_use, meter, policy
 from e31_jupyter.core.after import Standing, standing
 from e31_jupyter.core.fairshare import FAIR_SHARE_HALF_LIFE_S, Usage
 from e31_jupyter.core.machines import Cluster
@@ -105,12 +105,20 @@ class History:
         self._counted: dict[str, float] = {}
         self._submitted_row = 0  # the last job recorded that the demand has seen (rowid)
 
-    def snapshot(self, now: float, inventory: list[str], running_jobs: Sequence[Mapping[str, Any]]) -> policy.Snapshot:
+    def snapshot(
+        self,
+        now: float,
+        inventory: list[str],
+        running_jobs: Sequence[Mapping[str, Any]],
+        busy_outside: Mapping[str, str] | None = None,
+    ) -> policy.Snapshot:
         """The world as the policy sees it on this machine (one machine of ``inventory``'s GPUs)
-        with ``running_jobs`` holding theirs."""
+        with ``running_jobs`` holding theirs, and ``busy_outside`` (device -> why) not to be
+        handed out."""
         self._read_ended(now)
         self._read_submitted(now)
-        free = len(inventory) - sum(len(j["granted"]) for j in running_jobs)
+        busy_outside = busy_outside or {}
+        free = len(inventory) - sum(len(j["granted"]) for j in running_jobs) - len(busy_outside)
         return policy.Snapshot(
             now,
             Cluster.one_machine(len(inventory), free),
@@ -120,6 +128,8 @@ class History:
             self.demand,
             self.long_share,
             self.max_gpus_per_owner,
+            outside_gpus=len(busy_outside),
+            outside_use=gpu_use.outside_note(busy_outside),
         )
 
     def _usage_at(self, now: float, running_jobs: Sequence[Mapping[str, Any]]) -> dict[str, float]:

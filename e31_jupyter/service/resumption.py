@@ -69,8 +69,9 @@ def back_in_line(store: Store, job: JobRecord, reason: str, now: float, cause: C
     attempt = meter.attempt({**job, **ended})
     return store.transition(
         job.id, (job.state,), JobState.QUEUED, reason, now, cause=cause, attempts=[*job.attempts, attempt],
-        **{"started_at": None, "released_at": None, "finished_at": None, "granted": [], "handle": None,
-           "result": {}, "stop_requested": "", "stop_by": "", "node": None, "position": None, **fields},
+        **{"started_at": None, "released_at": None, "finished_at": None, "granted": [], "returned": [],
+           "handle": None, "result": {}, "stop_requested": "", "stop_by": "", "node": None, "position": None,
+           **fields},
     )  # fmt: skip
 
 

@@ -30,13 +30,14 @@ from e31_jupyter.core.job import ON_TIMEOUT_SUSPEND, JobSpec
 from e31_jupyter.core.queue_order import Line
 from e31_jupyter.core.states import SUSPENDS, Cause, JobState, StopRequest
 from e31_jupyter.core.text import format_seconds
-from e31_jupyter.execution import accounts
+from e31_jupyter.execution import accounts, nvml
 from e31_jupyter.execution import gpus as gpu_inventory
 from e31_jupyter.execution.accounts import Account
 from e31_jupyter.execution.backends import ProcessBackend
 from e31_jupyter.execution.jobdir import JobDir
 from e31_jupyter.service import resumption
 from e31_jupyter.service.admission import Revision
+from e31_jupyter.service.gpu_watch import GpuWatch
 from e31_jupyter.service.job_files import JobFiles, Retention
 from e31_jupyter.service.job_record import JobRecord
 from e31_jupyter.service.leadership import Leadership
@@ -62,6 +63,11 @@ class Places(Protocol):
 
 
 class Scheduler(Protocol):
+    @property
+    def gpu_watch(self) -> GpuWatch | None:
+        """Readings of the GPUs it hands out (None: a cluster's, which e31 does not read)."""
+        ...
+
     """What the queue and the views ask of whichever scheduler decides."""
 
     @property
@@ -122,7 +128,8 @@ class LocalScheduler:
         self.leadership = Leadership(data_dir, elected=self._elected, tick=self._tick)
         self.retention = Retention(files, settings.delete_files_after_s)
         self.inventory: list[str] = settings.inventory or []  # a cluster's has none: not this scheduler
-        self.line = LineKeeper(store, self.policy, settings, clock)
+        self.gpu_watch = GpuWatch(store, files, self.inventory, settings.gpu_watch, nvml.read, clock)
+        self.line = LineKeeper(store, self.policy, settings, clock, busy_outside=lambda: self.gpu_watch.busy)
         self.room = RoomMaker(store, files) if self.policy.preempts else None  # c.E31.preempt
         self._warned: set[str] = set()  # running jobs told that their time limit is near
         self._stopping: set[str] = set()  # running jobs being stopped by this scheduler
@@ -181,6 +188,8 @@ class LocalScheduler:
             self._seen_version = version
             self.schedule()
         self.retention.when_due()
+        if self.gpu_watch.due():
+            self.gpu_watch.in_background(then=self.schedule_soon)
 
     # --- what the queue tells it ----------------------------------------------------------
 
@@ -272,9 +281,11 @@ class LocalScheduler:
             self.line.leave(job_id)
         for victim in self.room.suspend(decision) if self.room is not None else []:
             self._stop(victim.id, victim.handle, suspend=True)
-        free = gpu_inventory.free_devices(self.inventory, running)
+        free = [d for d in gpu_inventory.free_devices(self.inventory, running) if d not in self.gpu_watch.busy]
         for job_id in decision.start:
             gpus = line.job(job_id).gpus
+            if gpus > len(free):  # GPUs found busy outside the queue since the policy looked
+                break
             devices, free = free[:gpus], free[gpus:]
             self._grant(job_id, devices, now)
             self.line.leave(job_id)

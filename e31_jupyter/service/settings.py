@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from e31_jupyter.core.gpu_use import WatchRules
+
 
 @dataclass
 class Settings:
@@ -28,3 +30,4 @@ class Settings:
     job_env: list[str] = field(default_factory=list)  # c.E31.job_env: more variables for every job
     checkpoint_default: bool = False  # c.E31.checkpoint_default: a job's checkpoint when it does not say
     checkpoint_share: float = 0.05  # c.E31.checkpoint_share: what a checkpoint may cost of the run since the last
+    gpu_watch: WatchRules = field(default_factory=WatchRules)  # c.E31.gpu_sample_s, idle_gpu_*, outside_gpu_memory_mib

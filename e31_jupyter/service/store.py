@@ -46,7 +46,10 @@ CREATE TABLE IF NOT EXISTS jobs (
     spec TEXT NOT NULL DEFAULT '{}',  -- what the job declared (its notebook, parameters, outputs)
     result TEXT NOT NULL DEFAULT '{}',  -- what it handed back, in short (files, values, progress)
     after_jobs TEXT NOT NULL DEFAULT '[]',  -- jobs it runs after (dependencies.py)
-    attempts TEXT NOT NULL DEFAULT '[]'  -- a resumed job's earlier runs: their holds and ends (meter.py)
+    attempts TEXT NOT NULL DEFAULT '[]',  -- a resumed job's earlier runs: their holds and ends (meter.py)
+    returned TEXT NOT NULL DEFAULT '[]',  -- granted GPUs given back while it ran (idle): device, at
+    gpu_use TEXT NOT NULL DEFAULT '{}',  -- what its GPUs did (core/gpu_use.py); {} before any reading
+    used_gpu_s REAL  -- GPU-seconds used, utilisation-weighted (gpu_use's, for the meter); NULL: not measured
 );
 CREATE INDEX IF NOT EXISTS jobs_by_state ON jobs(state, submitted_at, id);
 CREATE INDEX IF NOT EXISTS jobs_submitted ON jobs(submitted_at, id);
@@ -67,7 +70,7 @@ CREATE INDEX IF NOT EXISTS transitions_job ON transitions(job_id, seq);
 
 log = logging.getLogger("e31")
 
-_JSON_COLUMNS = ("granted", "spec", "result", "after_jobs", "attempts")
+_JSON_COLUMNS = ("granted", "spec", "result", "after_jobs", "attempts", "returned", "gpu_use")
 REQUEST_COLUMNS = (
     "id", "owner", "team", "gpus_requested", "max_runtime_s", "expected_runtime_s",
     "max_runtime_given", "deadline", "submitted_at", "after_jobs",
@@ -79,12 +82,15 @@ _ADDED_COLUMNS = (
     ("transitions", "cause", "TEXT NOT NULL DEFAULT ''"),
     ("jobs", "released_at", "REAL"),
     ("jobs", "attempts", "TEXT NOT NULL DEFAULT '[]'"),
+    ("jobs", "returned", "TEXT NOT NULL DEFAULT '[]'"),
+    ("jobs", "gpu_use", "TEXT NOT NULL DEFAULT '{}'"),
+    ("jobs", "used_gpu_s", "REAL"),
 )
 # What scheduling, the meter and the pool need of a job: no spec or result to decode.
 BRIEF_COLUMNS = (
     "id", "owner", "name", "team", "state", "gpus_requested", "max_runtime_s", "expected_runtime_s",
     "max_runtime_given", "deadline", "submitted_at", "started_at", "finished_at", "released_at", "granted",
-    "attempts",
+    "attempts", "returned", "used_gpu_s",
 )  # fmt: skip
 
 
@@ -237,16 +243,21 @@ class Store:
             db.execute("DELETE FROM jobs WHERE id = ?", (job_id,))
 
     @_writes
-    def update(self, job_id: str, **fields) -> None:
-        """Change bookkeeping fields that are not a state change (handle, stop request, ...)."""
+    def update(self, job_id: str, *, running_since: float | None = None, **fields) -> bool:
+        """Change bookkeeping fields that are not a state change (handle, stop request, ...);
+        with ``running_since``, only while the job runs the hold that began then. Returns
+        whether a job was changed."""
         if not fields.keys().isdisjoint({"state", *REQUEST_COLUMNS}):
             raise ValueError(
                 f"{sorted(fields)}: a job's state and request change through transition(), which records why"
             )
         fields = _encoded(fields)
         sets = ", ".join(f"{k} = :{k}" for k in fields)
+        held = " AND state = :running AND started_at = :running_since" if running_since is not None else ""
+        params = {**fields, "id": job_id, "running": JobState.RUNNING, "running_since": running_since}
         with self._write() as db:
-            db.execute(f"UPDATE jobs SET {sets} WHERE id = :id", {**fields, "id": job_id})
+            changed = db.execute(f"UPDATE jobs SET {sets} WHERE id = :id{held}", params)
+        return changed.rowcount > 0
 
     def get(self, job_id: str) -> JobRecord | None:
         with self._lock:
