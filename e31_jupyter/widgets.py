@@ -31,6 +31,7 @@ from e31_jupyter.core.text import (
     format_outlook,
     format_seconds,
     format_size,
+    gpu_use_figures,
     ordinal,
 )
 from e31_jupyter.notebook.job_notebook import CELL_TAG
@@ -84,6 +85,37 @@ def status_line(job: dict, pool: dict | None = None) -> str:
         text = f"GPUs {gpus} · running for {format_seconds(_elapsed(job))} · {format_meter(job['meter'])}"
         return text + "".join(f" · {words}" for words in format_outlook(job))
     return f"{format_meter(job['meter'])} · ended {format_moment(job.get('finished_at'), seconds=False) or '-'}"
+
+
+def gpu_use_html(use: dict | None) -> str:
+    """What the job's GPUs did: a sparkline of utilisation and its figures, the idle warning in
+    warning colours; or why nothing was read. Nothing for a job that never held a GPU."""
+    if not use:
+        return ""
+    if not use.get("available"):
+        return f"<span style='color:var(--jp-ui-font-color2, #666)'>GPU use: not measured: {html.escape(use.get('why_absent') or '')}</span>"
+    figures = gpu_use_figures(use)
+    text = f"{sparkline_svg(use.get('series') or [])} GPU use: {' · '.join(figures) or 'no figures NVML could give'}"
+    if use.get("idle"):
+        warning = html.escape(use["idle"]["message"])
+        text += (
+            "<div class='e31-idle-warning' style='color:var(--jp-warn-color0, #8a4b00);"
+            f"background:var(--jp-warn-color3, #fff3e0);padding:2px 6px'>⚠ {warning}</div>"
+        )
+    return text
+
+
+def sparkline_svg(series: list, width: int = 120, height: int = 18) -> str:
+    """A small SVG line of utilisation (0-100%) over the series; points without a reading are skipped."""
+    points = [(p[0], p[1]) for p in series if p[1] is not None]
+    if len(points) < 2:
+        return ""
+    start, span = points[0][0], (points[-1][0] - points[0][0]) or 1.0
+    path = " ".join(f"{(t - start) / span * width:.1f},{height - u / 100.0 * height:.1f}" for t, u in points)
+    return (
+        f"<svg class='e31-sparkline' width='{width}' height='{height}' style='vertical-align:middle'>"
+        f"<polyline points='{path}' fill='none' stroke='var(--jp-brand-color1, #1565c0)' stroke-width='1.5'/></svg>"
+    )
 
 
 def _elapsed(job: dict) -> float:
@@ -261,6 +293,7 @@ class JobWidget(w.VBox):
         self._snapshot = None
         self.header = w.HTML()
         self.line = w.HTML()
+        self.gpu_use = w.HTML()
         self.progress = w.IntProgress(value=0, min=0, max=1, layout=w.Layout(width="60%"))
         self.progress_text = w.HTML()
         self.log_html = w.HTML()
@@ -278,7 +311,17 @@ class JobWidget(w.VBox):
         buttons = w.HBox([self.cancel_button, self.collect_button, self.report_link])
         progress_row = w.HBox([self.progress, self.progress_text])
         super().__init__(
-            [self.header, self.line, progress_row, self.log_box, self.outputs, self.files, self.values, buttons]
+            [
+                self.header,
+                self.line,
+                self.gpu_use,
+                progress_row,
+                self.log_box,
+                self.outputs,
+                self.files,
+                self.values,
+                buttons,
+            ]
         )
         self.add_class(LIVE_CLASS)
         self.update(job)
@@ -310,6 +353,7 @@ class JobWidget(w.VBox):
             f" <code style='color:#777'>{job['id']}</code>"
         )
         self.line.value = status_line(job)
+        self.gpu_use.value = gpu_use_html(job.get("gpu_use"))
         self._show_progress(job)
         self.cancel_button.layout.display = None if state in ACTIVE_STATES else "none"
         self.collect_button.layout.display = None if state == JobState.SUCCEEDED else "none"
@@ -396,6 +440,7 @@ class JobWidget(w.VBox):
             f"{STATE_COLOURS.get(job['state'], '#444')};padding:2px 8px'>"
             f"<b>{html.escape(job['name'])}</b> {badge(job['state'])} "
             f"<code>{job['id']}</code><br>{status_line(job)}"
+            f"{'<br>' + use if (use := gpu_use_html(job.get('gpu_use'))) else ''}"
             f"<br><small style='color:#777'>last known state, {datetime.now():%Y-%m-%d %H:%M}; "
             f"<code>%e31 status {job['id']}</code> shows it now</small></div>"
         )
@@ -409,7 +454,8 @@ def _essentials(job: dict) -> tuple:
     if not job:
         return ()
     progress = job.get("progress") or {}
-    return (job["state"], job.get("reason"), job.get("queue_position"), progress.get("cells_done"))
+    idle = (job.get("gpu_use") or {}).get("idle")
+    return (job["state"], job.get("reason"), job.get("queue_position"), progress.get("cells_done"), bool(idle))
 
 
 def _api_path(client: E31Client) -> str:
@@ -523,20 +569,34 @@ def meter_table(today: dict, week: dict) -> str:
         for t in teams
     )
     total = (
-        f"<tr><td><b>total</b></td><td><b>{format_gpu_hours(today['gpu_hours'])}</b>"
+        f"<tr><td><b>total</b></td><td><b>{format_gpu_hours(today['gpu_hours'])}</b>{_used(today)}"
         f" ({today['cost']:.2f} {today['currency']})</td>"
-        f"<td><b>{format_gpu_hours(week['gpu_hours'])}</b> ({week['cost']:.2f} {week['currency']})</td></tr>"
+        f"<td><b>{format_gpu_hours(week['gpu_hours'])}</b>{_used(week)} ({week['cost']:.2f} {week['currency']})</td></tr>"
     )
     return f"<b>Meter</b> (GPU-hours)<table><tr><th>team</th><th>today</th><th>7 days</th></tr>{rows}{total}</table>"
 
 
+def _used(reading: dict) -> str:
+    used = reading.get("used_gpu_hours")
+    return f", {format_gpu_hours(used)} used" if used is not None else ""
+
+
 def pool_html(pool: dict) -> str:
     cells = "".join(
-        f"<td style='padding:2px 6px;border:1px solid #ccc'>GPU {html.escape(g['id'])}: "
-        f"{html.escape(g['job_name'] or g['owner'] or 'busy') if g['busy'] else 'free'}</td>"
+        f"<td style='padding:2px 6px;border:1px solid #ccc'>GPU {html.escape(g['id'])}: {_holder(g)}</td>"
         for g in pool["gpus"]
     )
     return f"<b>GPUs</b> ({pool['free']} of {pool['total']} free, {pool[JobState.QUEUED]} queued)<table><tr>{cells}</tr></table>"
+
+
+def _holder(gpu: dict) -> str:
+    """Who has a GPU of the pool: its job (or owner), busy outside the queue (whose process), or free."""
+    if gpu["busy"]:
+        return html.escape(gpu["job_name"] or gpu["owner"] or "busy")
+    if gpu.get("busy_outside"):
+        users = sorted({p.get("user") or "unknown user" for p in gpu.get("outside") or []})
+        return f"busy outside the queue ({html.escape(', '.join(users))})"
+    return "free"
 
 
 def show_jobs(client: E31Client) -> JobsWidget:

@@ -590,6 +590,21 @@ def test_gpus_json_shows_who_holds_which_gpu(e31, client, gated):
     gated.open("holder")
 
 
+def test_status_and_gpus_say_why_gpu_use_is_not_measured_on_a_machine_without_nvml(e31, client, gated):
+    job = wait_state(client, gated.submit(client, "unread", gpus=1)["id"], "running")
+    wait_for(lambda: (client.job(job["id"])["gpu_use"] or {}).get("why_absent"), what="the GPUs to be read")
+    code, out, _ = e31("status", job["id"])
+    assert code == 0
+    assert "GPU use:   not measured: NVML is not available on this machine (no NVIDIA driver)" in out
+    code, out, _ = e31("gpus")
+    assert code == 0 and "UTIL" in out
+    assert "no readings: NVML is not available on this machine (no NVIDIA driver)" in out
+    gated.open("unread")
+    wait_state(client, job["id"], "succeeded")
+    code, out, _ = e31("meter")
+    assert code == 0 and "GPU-hours used are not measured: NVML is not available on this machine" in out
+
+
 # -- errors -----------------------------------------------------------------------------------
 
 

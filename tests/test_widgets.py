@@ -58,6 +58,23 @@ def test_meter_formatting():
     assert widgets.format_meter({**meter, "cost": 0, "gpu_hours": 0.0014}) == "0.001 GPU-hours"
 
 
+def test_gpu_use_shows_a_sparkline_its_figures_and_the_idle_warning():
+    use = {
+        "available": True, "why_absent": None, "util_mean": 40.0, "util_peak": 100.0,
+        "memory_peak_bytes": 8 << 30, "used_gpu_hours": 0.5, "held_gpu_hours": 2.0,
+        "series": [[100.0, 0.0, None, None], [110.0, None, None, None], [120.0, 100.0, None, None]],
+        "idle": {"devices": ["1"], "since": "2026-12-04T10:00:00+00:00", "message": "GPU 1 has been below 5% <idle>"},
+    }  # fmt: skip
+    shown = widgets.gpu_use_html(use)
+    assert "points='0.0,18.0 120.0,0.0'" in shown  # the reading without utilisation is skipped
+    assert "mean 40%, peak 100%" in shown and "8.0 GB peak memory" in shown
+    assert "used 0.50 of 2.00 GPU-h held" in shown
+    assert "e31-idle-warning" in shown and "GPU 1 has been below 5% &lt;idle&gt;" in shown
+    assert widgets.gpu_use_html(None) == ""  # never held a GPU
+    absent = widgets.gpu_use_html({"available": False, "why_absent": "NVML is not available here", "series": []})
+    assert "not measured: NVML is not available here" in absent and "<svg" not in absent
+
+
 def test_the_values_table_says_what_came_back_and_how():
     listing = [
         {"name": "model", "type": "dict", "size": 2048, "skipped": None, "module": None},
@@ -86,6 +103,9 @@ def test_a_job_widget_follows_its_job_from_queued_to_succeeded(server, gated):
     first = widget.job["meter"]["gpu_seconds"]
     wait_for(lambda: widget.job["meter"]["gpu_seconds"] > first, what="the meter to tick")
     wait_for(lambda: widget.progress.max >= 2, what="the widget to know the cell count")
+    # this machine has GPU ids configured but no NVIDIA driver: the widget says so, with no figures
+    wait_for(lambda: "GPU use: not measured" in widget.gpu_use.value, what="the widget to say the GPUs are not read")
+    assert "NVML is not available on this machine" in widget.gpu_use.value and "%" not in widget.gpu_use.value
     assert widget.progress.layout.visibility == "visible" and "of 3 cells" in widget.progress_text.value
 
     gated.open("follow")

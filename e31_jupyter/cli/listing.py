@@ -15,6 +15,7 @@ from e31_jupyter.core.text import (
     format_seconds,
     format_size,
     format_until,
+    gpu_use_figures,
 )
 
 
@@ -98,6 +99,7 @@ def format_job(job: dict) -> str:
         ("state", describe(job)),
         ("request", ", ".join(wanted)),
         ("meter", f"{gpu_hours(job)} GPU-h, {meter.get('cost') or 0:.2f} {meter.get('currency') or ''}"),
+        *([("GPU use", format_gpu_use(job["gpu_use"]))] if job.get("gpu_use") else []),
         ("notebook", work.get("notebook")),
         *([("params", _parameters(work["parameters"]))] if work.get("parameters") else []),
         *([("data", ", ".join(work["data"]))] if work.get("data") else []),
@@ -125,6 +127,18 @@ def format_job(job: dict) -> str:
         reason = f"  {step['reason']}" if step.get("reason") else ""
         lines.append(f"  {format_moment(step.get('at'))}  {step.get('from') or '-'} -> {step.get('to')}{reason}")
     return "\n".join(lines)
+
+
+def format_gpu_use(use: dict) -> str:
+    """What a job's GPUs did (``gpu_use_figures``), with its idle warning and the GPUs it gave
+    back; or why nothing was read."""
+    if not use.get("available"):
+        return f"not measured: {use.get('why_absent')}"
+    lines = [", ".join(gpu_use_figures(use)) or "no figures NVML could give"]
+    if use.get("idle"):
+        lines.append(f"warning: {use['idle']['message']}")
+    lines += [f"gave back GPU {r['device']} at {format_moment(r['at'])} (idle)" for r in use.get("returned") or []]
+    return "\n           ".join(lines)
 
 
 def _checkpoint(saved: dict) -> str:
@@ -172,22 +186,66 @@ def format_meter(meter: dict) -> str:
     currency = meter.get("currency") or ""
     lines = [
         f"{format_moment(meter['since'], seconds=False)} .. {format_moment(meter['until'], seconds=False)}: "
-        f"{format_gpu_hours(meter['gpu_hours'])} GPU-h, {meter['cost']:.2f} {currency}".rstrip()
+        f"{format_gpu_hours(meter['gpu_hours'])} GPU-h held{_used(meter)}, {meter['cost']:.2f} {currency}".rstrip()
     ]
     for title, usage in (("USER", meter.get("by_user")), ("TEAM", meter.get("by_team"))):
         if usage:
-            rows = [[who, format_gpu_hours(u["gpu_hours"]), f"{u['cost']:.2f}"] for who, u in sorted(usage.items())]
-            lines += ["", format_table([title, "GPU-H", f"COST {currency}".rstrip()], rows)]
+            rows = [
+                [who, format_gpu_hours(u["gpu_hours"]), _used_column(u), f"{u['cost']:.2f}"]
+                for who, u in sorted(usage.items())
+            ]
+            lines += ["", format_table([title, "GPU-H HELD", "USED", f"COST {currency}".rstrip()], rows)]
+    if meter.get("used_why_absent"):
+        lines += ["", f"GPU-hours used are not measured: {meter['used_why_absent']}"]
     return "\n".join(lines)
 
 
+def _used(reading: dict) -> str:
+    used = reading.get("used_gpu_hours")
+    return f" ({format_gpu_hours(used)} used)" if used is not None else ""
+
+
+def _used_column(reading: dict) -> str:
+    used = reading.get("used_gpu_hours")
+    return format_gpu_hours(used) if used is not None else "-"
+
+
 def format_gpus(inventory: dict) -> str:
-    rows = [[gpu["id"], gpu.get("job"), gpu.get("job_name"), gpu.get("owner")] for gpu in inventory["gpus"]]
+    rows = [
+        [gpu["id"], gpu.get("job"), gpu.get("job_name"), gpu.get("owner"), *_gpu_reading(gpu.get("reading"))]
+        for gpu in inventory["gpus"]
+    ]
+    table = format_table(["GPU", "JOB", "NAME", "OWNER", "UTIL", "MEMORY", "POWER"], rows)
     summary = (
         f"{inventory['total']} GPUs ({inventory['source']}), {inventory['free']} free; "
         f"{inventory[JobState.RUNNING]} running, {inventory[JobState.QUEUED]} queued"
     )
-    return format_table(["GPU", "JOB", "NAME", "OWNER"], rows) + "\n" + summary
+    outside = [
+        f"GPU {gpu['id']}: busy outside the queue, not handed out: "
+        + ", ".join(_outside_process(p) for p in gpu["outside"])
+        for gpu in inventory["gpus"]
+        if gpu.get("busy_outside")
+    ]
+    telemetry = inventory.get("telemetry") or {}
+    unread = [f"no readings: {telemetry['why_absent']}"] if telemetry.get("why_absent") else []
+    return "\n".join([table, summary, *outside, *unread])
+
+
+def _gpu_reading(reading: dict | None) -> list:
+    """UTIL, MEMORY and POWER of a GPU's last reading ("-" where NVML does not say)."""
+    if reading is None:
+        return ["-", "-", "-"]
+    util, used, total, power = (reading.get(k) for k in ("util", "memory_used_bytes", "memory_total_bytes", "power_w"))
+    return [
+        f"{util:.0f}%" if util is not None else "-",
+        f"{format_size(used)} / {format_size(total)}" if used is not None and total else "-",
+        f"{power:.0f} W" if power is not None else "-",
+    ]
+
+
+def _outside_process(process: dict) -> str:
+    memory = f", {format_size(process['memory_bytes'])}" if process.get("memory_bytes") is not None else ""
+    return f"{process.get('user') or 'unknown user'}'s process {process['pid']}{memory}"
 
 
 def _shorten(text: str, width: int) -> str:

@@ -106,3 +106,19 @@ def format_size(n: float) -> str:
 def ordinal(n: int) -> str:
     suffix = "th" if 10 <= n % 100 <= 20 else {1: "st", 2: "nd", 3: "rd"}.get(n % 10, "th")
     return f"{n}{suffix}"
+
+
+def gpu_use_figures(use: dict) -> list[str]:
+    """A job's GPU use (the API's ``gpu_use``) in words: "mean 62%, peak 99%", "7.8 GB peak
+    memory", "410 W peak", "used 0.52 of 0.84 GPU-h held"; only those NVML gave."""
+    figures = []
+    if use.get("util_mean") is not None:
+        figures.append(f"mean {use['util_mean']:.0f}%, peak {use['util_peak']:.0f}%")
+    if use.get("memory_peak_bytes") is not None:
+        figures.append(f"{format_size(use['memory_peak_bytes'])} peak memory")
+    if use.get("power_peak_w") is not None:
+        figures.append(f"{use['power_peak_w']:.0f} W peak")
+    if use.get("used_gpu_hours") is not None:
+        used, held = format_gpu_hours(use["used_gpu_hours"]), format_gpu_hours(use["held_gpu_hours"])
+        figures.append(f"used {used} of {held} GPU-h held")
+    return figures

@@ -151,7 +151,7 @@ class JobHandler(E31Handler):
     @_answers_errors
     async def get(self, job_id):
         job = self.queue.views.visible_job(self.caller, job_id)
-        self.finish({**self.queue.views.describe(job), "transitions": self.queue.views.transitions(job_id)})
+        self.finish({**self.queue.views.describe(job), "transitions": self.queue.views.transitions(job)})
 
     @web.authenticated
     @authorized

@@ -8,15 +8,25 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+from e31_jupyter.core import gpu_use
 from e31_jupyter.core.forecast import Forecast
 from e31_jupyter.core.job import iso
 
 if TYPE_CHECKING:
+    from e31_jupyter.core.gpu_use import DeviceReading
     from e31_jupyter.service.admission import Caller
+    from e31_jupyter.service.gpu_watch import GpuWatch
 
 
 def job_view(
-    job: Mapping[str, Any], *, position: int | None, outlook: dict, waiting_for: list[str], meter: dict, progress: dict
+    job: Mapping[str, Any],
+    *,
+    position: int | None,
+    outlook: dict,
+    waiting_for: list[str],
+    meter: dict,
+    progress: dict,
+    gpu_use: dict | None = None,
 ) -> dict:
     """A job (a store row) as the API shows it."""
     spec, result = job["spec"], job["result"]
@@ -33,6 +43,7 @@ def job_view(
         "request": request_view(job),
         "gpus": job["granted"],
         "meter": meter,
+        "gpu_use": gpu_use,
         "progress": {
             "cells_done": progress.get("cells_done", 0),
             "cells_total": progress.get("cells_total"),
@@ -55,6 +66,25 @@ def job_view(
         "fingerprint": job["fingerprint"],
         "last_checkpoint": _checkpoint_view(progress.get("checkpoint")),
         "attempts": [_attempt_view(attempt) for attempt in job.get("attempts") or []],
+    }
+
+
+def gpu_use_view(job: Mapping[str, Any], held_seconds: float, why_unread: str) -> dict | None:
+    """What the job's GPUs did (``core/gpu_use.py``): figures, series, idle warning and GPUs
+    given back; where nothing was read, why. None for a job that never held a GPU."""
+    use = job.get("gpu_use") or {}
+    held_any = job["granted"] or job.get("returned") or any(a.get("granted") for a in job.get("attempts") or ())
+    if not use and not held_any:
+        return None
+    use = use or gpu_use.absent(why_unread)
+    idle = use.get("idle")
+    return {
+        **(gpu_use.summary(use) or {}),
+        "sample_s": use.get("sample_s"),
+        "series": use.get("series", []),
+        "held_gpu_hours": round(held_seconds / 3600.0, 6),
+        "idle": {**idle, "since": iso(idle["since"])} if idle else None,
+        "returned": [{"device": r["device"], "at": iso(r["at"])} for r in job.get("returned") or ()],
     }
 
 
@@ -115,24 +145,46 @@ def work_view(spec: dict) -> dict:
 
 
 def pool_view(
-    caller: Caller, devices: Sequence[tuple[str, bool, Mapping[str, Any] | None]], running: int, queued: int
+    caller: Caller,
+    devices: Sequence[tuple[str, bool, Mapping[str, Any] | None]],
+    running: int,
+    queued: int,
+    watch: GpuWatch | None = None,
 ) -> dict:
-    """The pool as the API shows it: each device, busy or free, and whose job holds it (the job
-    itself only to its owner and admins); and how many jobs run and wait."""
+    """The pool as the API shows it: each device, busy or free, whose job holds it (the job
+    itself only to its owner and admins), its last reading and the processes outside the queue
+    on it; how many jobs run and wait; and whether the GPUs are read."""
     pool = []
     for device, busy, job in devices:
         shown = job is not None and (caller.is_admin or job["owner"] == caller.name)
+        outside = watch.outside.get(device, []) if watch else []
         pool.append({
             "id": device,
             "busy": busy,
             "job": job["id"] if job and shown else None,
             "job_name": job["name"] if job and shown else None,
             "owner": job["owner"] if job else None,
+            "busy_outside": bool(watch and device in watch.busy),
+            "outside": [{"pid": p.pid, "user": p.user, "memory_bytes": p.memory_bytes} for p in outside],
+            "reading": _reading_view(watch.readings.get(device)) if watch else None,
         })  # fmt: skip
+    why_absent = watch.why_absent if watch else "the cluster's GPUs are read by the cluster, not by e31"
     return {
         "gpus": pool,
         "total": len(pool),
-        "free": sum(1 for g in pool if not g["busy"]),
+        "free": sum(1 for g in pool if not g["busy"] and not g["busy_outside"]),
         "running": running,
         "queued": queued,
+        "telemetry": {"available": why_absent is None, "why_absent": why_absent},
+    }
+
+
+def _reading_view(reading: DeviceReading | None) -> dict | None:
+    if reading is None:
+        return None
+    return {
+        "util": reading.util,
+        "memory_used_bytes": reading.memory_used,
+        "memory_total_bytes": reading.memory_total,
+        "power_w": reading.power_w,
     }

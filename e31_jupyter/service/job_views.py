@@ -49,6 +49,7 @@ class JobViews:
             waiting_for=standing_of(self.store, job).waiting_for if queued else [],
             meter=self._meter(job),
             progress=self.files.progress(job),
+            gpu_use=api_json.gpu_use_view(job, meter.gpu_seconds(job, self.clock()), self._why_unread()),
         )
 
     def jobs(
@@ -80,8 +81,10 @@ class JobViews:
         positions = self.scheduler.positions() if any(r.state == JobState.QUEUED for r in page) else None
         return [self.describe(row, positions) for row in page], (page[-1]["id"] if len(rows) > limit else None)
 
-    def transitions(self, job_id: str) -> list[dict]:
-        return [{**t, "at": iso(t["at"])} for t in self.store.transitions(job_id)]
+    def transitions(self, job: JobRecord) -> list[dict]:
+        """The job's history: its state changes, and the GPUs the queue took back while it ran."""
+        history = [*self.store.transitions(job.id), *gpu_use_events(job)]
+        return [{**t, "at": iso(t["at"])} for t in sorted(history, key=lambda t: t["at"])]
 
     def last_change(self) -> int:
         """The number of the newest state change recorded, by any server sharing the store."""
@@ -96,15 +99,23 @@ class JobViews:
         if not caller.is_admin:
             jobs = [j for j in jobs if j.owner == caller.name]
         s = self.settings
+        summary = meter.summary(jobs, since, until, self.clock(), s.gpu_hour_rate, s.currency)
+        unmeasured = summary["used_gpu_hours"] is None and summary["gpu_seconds"] > 0
         return {
             "since": iso(since),
             "until": iso(until),
-            **meter.summary(jobs, since, until, self.clock(), s.gpu_hour_rate, s.currency),
+            **summary,
+            "used_why_absent": self._why_unread() if unmeasured else None,
         }
 
     def gpu_pool(self, caller: Caller) -> dict:
         devices, running = self.scheduler.devices()
-        return api_json.pool_view(caller, devices, len(running), self.store.count((JobState.QUEUED,)))
+        queued = self.store.count((JobState.QUEUED,))
+        return api_json.pool_view(caller, devices, len(running), queued, self.scheduler.gpu_watch)
+
+    def _why_unread(self) -> str:
+        watch = self.scheduler.gpu_watch
+        return watch.unread() if watch else "the cluster's GPUs are read by the cluster, not by e31"
 
     def _outlook(self, job: JobRecord) -> dict:
         if job.state not in ACTIVE_STATES:
@@ -112,5 +123,16 @@ class JobViews:
         return api_json.outlook_view(job.id, self.scheduler.forecast(), queued=job.state == JobState.QUEUED)
 
     def _meter(self, job: JobRecord) -> dict:
-        seconds = meter.gpu_seconds(job, self.clock())
-        return meter.reading(seconds, self.settings.gpu_hour_rate, self.settings.currency)
+        now = self.clock()
+        seconds, used = meter.gpu_seconds(job, now), meter.used_seconds(job, now, None, None)
+        return meter.reading(seconds, self.settings.gpu_hour_rate, self.settings.currency, used)
+
+
+def gpu_use_events(job: JobRecord) -> list[dict]:
+    """The GPUs taken back from a running job (idle), as entries of its history."""
+    running = JobState.RUNNING.value
+    return [
+        {"at": returned["at"], "from": running, "to": running, "reason": f"gave back GPU {returned['device']}: idle"}
+        for attempt in (*job.attempts, job)
+        for returned in attempt.get("returned") or ()
+    ]
