@@ -124,22 +124,33 @@ def _elapsed(job: dict) -> float:
 
 
 def replay_outputs(notebook: dict, job_id: str, limit: int, errors_only: bool = False) -> None:
-    """Show again what the job's cell displayed (every cell's, for a whole-notebook job): its
-    errors always, the rest until ``limit`` bytes are shown, then a word on where all of it is."""
+    """Show again, in the cell running now, what the job's cell displayed (``outputs_to_show``)."""
+    for output in outputs_to_show(notebook, job_id, limit, errors_only):
+        _show(output)
+
+
+def outputs_to_show(notebook: dict, job_id: str, limit: int, errors_only: bool = False) -> list[dict]:
+    """What to show again of the job's cell's outputs (every cell's, for a whole-notebook job),
+    as notebook outputs: its errors always (as their tracebacks, on stderr), the rest until
+    ``limit`` bytes, then a word on where all of it is."""
     outputs = _job_outputs(notebook)
+    chosen: list[dict] = []
     shown, cut = 0, False
     for output in outputs:
         if output["output_type"] == "error":
-            print("\n".join(output.get("traceback", [])), file=sys.stderr)
+            chosen.append(_stream_output("stderr", "\n".join(output.get("traceback", [])) + "\n"))
         elif not (errors_only or cut):
             size = _size(output)
             if shown + size <= limit:
-                _show(output)
+                chosen.append(_displayed(output))
                 shown += size
             else:
-                shown += _show_head(output, limit - shown)
-                print(cut_notice(job_id, shown, sum(map(_size, outputs))), file=sys.stderr)
+                head = _head(output, limit - shown)
+                chosen += [_stream_output(output["name"], head)] if head else []
+                shown += len(head.encode())
+                chosen.append(_stream_output("stderr", cut_notice(job_id, shown, sum(map(_size, outputs))) + "\n"))
                 cut = True
+    return chosen
 
 
 def cut_notice(job_id: str, shown: int, total: int) -> str:
@@ -170,27 +181,35 @@ def _size(output: dict) -> int:
     return 0
 
 
+def _displayed(output: dict) -> dict:
+    """A stream or display of the executed notebook as shown again: text in one piece, a result
+    as a display (it has no execution count here)."""
+    if output["output_type"] == "stream":
+        return _stream_output(output.get("name", "stdout"), _text(output.get("text", "")))
+    data = {mime: v if _is_json(mime) else _text(v) for mime, v in output.get("data", {}).items()}
+    return {"output_type": "display_data", "data": data, "metadata": output.get("metadata", {})}
+
+
+def _stream_output(name: str, text: str) -> dict:
+    return {"output_type": "stream", "name": name, "text": text}
+
+
 def _show(output: dict) -> None:
-    kind = output["output_type"]
-    if kind == "stream":
-        _stream(output).write(_text(output.get("text", "")))
-    elif kind in ("display_data", "execute_result"):
-        data = {mime: v if _is_json(mime) else _text(v) for mime, v in output["data"].items()}
-        publish_display_data(data, output.get("metadata", {}))
+    if output["output_type"] == "stream":
+        _stream(output).write(output["text"])
+    else:
+        publish_display_data(output["data"], output["metadata"])
 
 
-def _show_head(output: dict, room: int) -> int:
+def _head(output: dict, room: int) -> str:
     """The whole lines of a stream's text that fit in ``room`` bytes (a display does not cut:
-    none of it); the bytes shown."""
+    none of it)."""
     if output["output_type"] != "stream" or room <= 0:
-        return 0
+        return ""
     head = _text(output.get("text", "")).encode()[:room].decode(errors="ignore")
     if "\n" in head:
-        head = head[: head.rfind("\n") + 1]
-    elif head:
-        head += "\n"  # the start of one long line: the notice goes below it
-    _stream(output).write(head)
-    return len(head.encode())
+        return head[: head.rfind("\n") + 1]
+    return head + "\n" if head else ""  # the start of one long line: the notice goes below it
 
 
 def _stream(output: dict):
@@ -407,8 +426,10 @@ class JobWidget(w.VBox):
             self.report_link.value = f'<a href="{href}" target="_blank" rel="noopener">Open report ↗</a>'
         if notebook is not None:
             errors_only = job["state"] != JobState.SUCCEEDED or not self.shows_outputs
-            with self.outputs:
-                replay_outputs(notebook, self.job_id, output_limit, errors_only)
+            # Set as the widget's state, not printed inside `with self.outputs`: this runs in the
+            # poller's thread, whose prints reach the widget only by the kernel's message routing
+            # (lost to a page reloaded while the job waited, and routed differently by ipykernel 7).
+            self.outputs.outputs = tuple(outputs_to_show(notebook, self.job_id, output_limit, errors_only))
 
     # actions -------------------------------------------------------------------------------
 

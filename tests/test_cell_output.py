@@ -7,6 +7,7 @@ import re
 
 from kernels import Kernel, Output, job_id_in, kernel  # noqa: F401 (kernel: a fixture)
 from shared_server import server, shared_server  # noqa: F401 (fixtures: one server, a user per test)
+from support import wait_state
 
 from e31_jupyter.core.text import format_size
 
@@ -101,3 +102,29 @@ def test_displays_count_by_their_size_and_errors_are_always_shown(kernel):
     assert [d["text/plain"] for d in out.displays] == ["<Figure>"]  # the second one did not fit
     assert out.stderr.startswith("e31: job job-1's output is cut here, at 1.1 KB of 2.2 KB")
     assert out.stderr.rstrip().endswith("ValueError: late")  # past the cut still
+
+
+def test_a_cell_that_waited_in_line_then_printed_and_plotted_shows_both_in_its_widget(kernel, client, gated):
+    """The widget's outputs are its state, set once the job has ended, whichever thread sees
+    the end: not prints routed to it by the kernel, which a page reloaded while the job waited
+    (or ipykernel 7's routing of a background thread's output) loses."""
+    blocker = gated.submit(client, "blocker", gpus=2)
+    cell = (
+        "%%e31 submit --gpus 2 --name waited\n"
+        "import time\nimport matplotlib.pyplot as plt\n"
+        "for epoch in range(3):\n    print(f'epoch {epoch} done')\n    time.sleep(0.5)\n"
+        "plt.plot([1, 3, 2])\nplt.show()\n"
+    )
+    out = kernel.run(cell)
+    job_id = job_id_in(out)
+    assert client.job(job_id)["queue_position"] == 1  # it waits behind the blocker
+    gated.open("blocker")
+    ended = wait_state(client, job_id, "succeeded", "failed", timeout=120)
+    assert ended["state"] == "succeeded", ended["reason"]
+    kernel.listen(POLLER_SETTLES_S)
+    kernel.run(THE_LAST_JOB_WIDGET)
+    shown = json.loads(kernel.run("import json\nprint(json.dumps(shown.outputs.outputs))").stdout)
+    texts = "".join(o.get("text", "") for o in shown if o["output_type"] == "stream")
+    assert [texts.count(f"epoch {n} done") for n in range(3)] == [1, 1, 1], shown
+    assert any("image/png" in o.get("data", {}) for o in shown), shown
+    assert client.job(blocker["id"])["state"] in ("running", "succeeded")

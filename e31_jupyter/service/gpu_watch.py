@@ -37,6 +37,7 @@ class GpuWatch:
         self.outside: dict[str, list[GpuProcess]] = {}  # device -> processes no job of the queue started
         self.busy: dict[str, str] = {}  # devices not to hand out: busy outside the queue, and why
         self._next = 0.0  # time.monotonic() of the next round
+        self._reading = False  # a round is under way (NVML may hang on a GPU in a bad state)
 
     @property
     def on(self) -> bool:
@@ -44,7 +45,7 @@ class GpuWatch:
 
     def due(self) -> bool:
         """Whether a round is due now (and, if so, the one after is set)."""
-        if not self.on or time.monotonic() < self._next:
+        if not self.on or self._reading or time.monotonic() < self._next:
             return False
         self._next = time.monotonic() + self.rules.sample_s
         return True
@@ -53,8 +54,10 @@ class GpuWatch:
         """A round in a thread; ``then`` is called on this event loop if what may be handed out
         changed."""
         loop = asyncio.get_running_loop()
+        self._reading = True
 
         def done(future: asyncio.Future) -> None:
+            self._reading = False
             if future.exception() is not None:
                 log.error("e31: reading the GPUs failed", exc_info=future.exception())
             elif future.result():
