@@ -417,9 +417,12 @@ class E31Magics(Magics):
     # --- showing and collecting -----------------------------------------------------------
 
     def show(self, job: dict, warnings: Sequence[str] = ()) -> None:
-        """A line for the record (and for terminals), and the live job widget."""
+        """A line for the record (and for terminals), and the live job widget. The line says how
+        an ended job ended; of an active one only which job it is: its state would go stale above
+        the widget that follows it."""
         listing.print_warnings(warnings)
-        print(f"e31: job {job['id']} ({job['name']}): {listing.describe(job)}")
+        now = f": {listing.describe(job)}" if job["state"] in FINAL_STATES else "; its widget below follows it"
+        print(f"e31: job {job['id']} ({job['name']}){now}")
         widgets.show_job(self.client, job, on_collect=self.collect)
 
     def show_check(self, check: dict, warnings: Sequence[str] = ()) -> dict:

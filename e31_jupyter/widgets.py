@@ -569,16 +569,31 @@ def _iso(ts: float) -> str:
     return datetime.fromtimestamp(ts, timezone.utc).isoformat()
 
 
+_LEFT = "text-align:left;padding:1px 8px"
+_NUMBER = "text-align:right;padding:1px 8px;font-variant-numeric:tabular-nums"
+
+
 def jobs_table(jobs: list[dict]) -> str:
+    """The jobs, newest first: text columns aligned left, numbers right, each under its header."""
     jobs = sorted(jobs, key=lambda j: j["submitted_at"], reverse=True)
+    columns = (("job", _LEFT), ("name", _LEFT), ("state", _LEFT), ("in line", _NUMBER), ("GPU-h", _NUMBER),
+               ("submitted", _NUMBER))  # fmt: skip
+    head = "".join(f"<th style='{style}'>{title}</th>" for title, style in columns)
     rows = "".join(
-        f"<tr><td><code>{j['id']}</code></td><td>{html.escape(j['name'])}</td><td>{badge(j['state'])}</td>"
-        f"<td>{j['queue_position'] or ''}</td><td>{format_gpu_hours(j['meter']['gpu_hours'])}</td>"
-        f"<td>{format_age(j['submitted_at'])} ago</td></tr>"
+        "<tr>"
+        + "".join(f"<td style='{style}'>{cell}</td>" for cell, (_, style) in zip(_job_cells(j), columns))
+        + "</tr>"
         for j in jobs
     )
-    head = "<tr><th>job</th><th>name</th><th>state</th><th>in line</th><th>GPU-h</th><th>submitted</th></tr>"
-    return f"<table>{head}{rows}</table>" if jobs else "<i>No jobs yet.</i>"
+    return f"<table class='e31-jobs'><tr>{head}</tr>{rows}</table>" if jobs else "<i>No jobs yet.</i>"
+
+
+def _job_cells(job: dict) -> list[str]:
+    return [
+        f"<code>{job['id']}</code>", html.escape(job["name"]), badge(job["state"]),
+        str(job["queue_position"] or ""), format_gpu_hours(job["meter"]["gpu_hours"]),
+        f"{format_age(job['submitted_at'])} ago",
+    ]  # fmt: skip
 
 
 def meter_table(today: dict, week: dict) -> str:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import threading
 import time
 from datetime import datetime, timedelta, timezone
@@ -73,6 +74,21 @@ def test_gpu_use_shows_a_sparkline_its_figures_and_the_idle_warning():
     assert widgets.gpu_use_html(None) == ""  # never held a GPU
     absent = widgets.gpu_use_html({"available": False, "why_absent": "NVML is not available here", "series": []})
     assert "not measured: NVML is not available here" in absent and "<svg" not in absent
+
+
+def test_the_jobs_table_aligns_each_cell_as_its_header_and_numbers_right():
+    job = {"id": "j1", "name": "a<b", "state": "queued", "queue_position": 12, "meter": {"gpu_hours": 1.5},
+           "submitted_at": "2026-12-04T10:00:00+00:00"}  # fmt: skip
+    table = widgets.jobs_table([job])
+    headers = re.findall(r"<th style='([^']*)'>([^<]*)</th>", table)
+    cells = re.findall(r"<td style='([^']*)'>", table)
+    assert [style for style, _ in headers] == cells
+    aligned = {title: style.split(";")[0] for style, title in headers}
+    assert aligned == {
+        "job": "text-align:left", "name": "text-align:left", "state": "text-align:left",
+        "in line": "text-align:right", "GPU-h": "text-align:right", "submitted": "text-align:right",
+    }  # fmt: skip
+    assert "a&lt;b" in table and ">12</td>" in table
 
 
 def test_the_values_table_says_what_came_back_and_how():
