@@ -386,6 +386,17 @@ def test_logs_show_what_the_notebook_printed(e31, trained):
     assert "granted GPUs: " in out and "final loss after 3 epochs" in out
 
 
+def test_a_log_holds_what_the_cells_printed_line_by_line_and_nothing_of_papermills(e31, client, tmp_path):
+    printing = write_notebook(
+        tmp_path / "prints.ipynb",
+        "print('epoch 1')\nprint('epoch 2')",
+        "1 + 1",
+        "import sys\nprint('warn', file=sys.stderr)",
+    )
+    job = wait_state(client, client.submit(path=str(printing))["id"], "succeeded", "failed")
+    assert e31("logs", job["id"])[1] == "epoch 1\nepoch 2\n2\nwarn\ne31 worker: succeeded\n"
+
+
 # -- collect ----------------------------------------------------------------------------------
 
 

@@ -456,6 +456,31 @@ def _kernel_died(progress: Progress, status: int | None) -> str:
     return f"kernel died{where}: killed by {killed}"
 
 
+# papermill's and jupyter_client's own lines: which notebook, which cell starts and ends, a
+# context it could not close. Progress and the executed notebook say all of it better.
+LOG_BOILERPLATE = (
+    "Input Notebook:", "Output Notebook:", "Working directory:", "Executing notebook with kernel:",
+    "Executing Cell ", "Ending Cell ", "Could not destroy zmq context",
+)  # fmt: skip
+
+
+class _Printed(logging.Formatter):
+    """A printed line as it was printed: papermill logs a stream's text, newline included, and
+    the handler would add a second one (a blank line after every printed line)."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        text = record.getMessage()
+        return text[:-1] if text.endswith("\n") else text
+
+
+def log_what_cells_print() -> None:
+    """The job's log: what its cells print, which papermill logs at INFO, and nothing of papermill's own."""
+    handler = logging.StreamHandler(sys.stdout)
+    handler.setFormatter(_Printed())
+    handler.addFilter(lambda record: not record.getMessage().startswith(LOG_BOILERPLATE))
+    logging.basicConfig(level=logging.INFO, handlers=[handler])
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     # First: a job is running from the moment it is handed over, and may be asked to suspend
@@ -469,8 +494,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     skip_iri_parsers()  # before papermill imports jsonschema: ~2 s less per job
     signal.signal(signal.SIGTERM, _on_sigterm)
-    # papermill logs what the cells print at INFO: that is the job's log, so let it through
-    logging.basicConfig(level=logging.INFO, format="%(message)s", stream=sys.stdout)
+    log_what_cells_print()
     manifest = run(JobDir(argv[0]))
     print(f"e31 worker: {manifest['status']} {manifest['reason']}".rstrip(), flush=True)
     return 0 if manifest["status"] == JobState.SUCCEEDED else 1

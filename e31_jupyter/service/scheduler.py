@@ -332,7 +332,10 @@ class LocalScheduler:
         """Record the job as running on ``devices`` (the meter starts), then start it."""
         if not self.files.jobdir(job_id).path.exists():
             return  # recorded this instant by another server, which is moving its files in place
-        granted = f"granted GPU(s) {', '.join(devices)}" if devices else "started (no GPUs)"
+        # Device ids, not a count: "granted GPU 1", "granted GPUs 0, 1".
+        granted = (
+            f"granted GPU{'s' if len(devices) > 1 else ''} {', '.join(devices)}" if devices else "started (no GPUs)"
+        )
         if not self.store.transition(
             job_id, (JobState.QUEUED,), JobState.RUNNING, granted, now, cause=Cause.SCHEDULER,
             started_at=now, granted=devices,
