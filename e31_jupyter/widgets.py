@@ -393,7 +393,8 @@ class JobWidget(w.VBox):
         self.progress.layout.visibility = "visible" if visible else "hidden"
         current = progress.get("current_cell")
         at = f", running cell {current + 1}" if current is not None and job["state"] == JobState.RUNNING else ""
-        self.progress_text.value = f"&nbsp;{done} of {total} cells{at}" if total else ""
+        printed = f" · <code>{html.escape(progress['last_line'])}</code>" if progress.get("last_line") else ""
+        self.progress_text.value = f"&nbsp;{done} of {total} cells{at}{printed}" if total else ""
 
     def _log_opened(self, change: dict) -> None:
         if change["new"] == 0:

@@ -397,6 +397,23 @@ def test_a_log_holds_what_the_cells_printed_line_by_line_and_nothing_of_papermil
     assert e31("logs", job["id"])[1] == "epoch 1\nepoch 2\n2\nwarn\ne31 worker: succeeded\n"
 
 
+def test_a_running_job_shows_the_last_line_it_printed(client, tmp_path):
+    gate = tmp_path / "gate"
+    printing = write_notebook(
+        tmp_path / "epochs.ipynb",
+        "import os, time\nfor epoch in range(1, 4):\n    print(f'epoch {epoch}/12', flush=True)\n"
+        f"while not os.path.exists({str(gate)!r}):\n    time.sleep(0.1)",
+    )
+    job = client.submit(path=str(printing))
+    running = wait_for(
+        lambda: (j := client.job(job["id"]))["progress"]["last_line"] == "epoch 3/12" and j, what="the last line"
+    )
+    assert running["state"] == "running"
+    gate.touch()
+    ended = wait_state(client, job["id"], "succeeded", "failed")
+    assert ended["progress"]["last_line"] is None  # only while it runs
+
+
 # -- collect ----------------------------------------------------------------------------------
 
 

@@ -139,6 +139,17 @@ class JobDir:
         log_bytes = self.log.stat().st_size if self.log.exists() else 0
         write_json_atomic(self.attempt, {"log_bytes": log_bytes})
 
+    def last_printed_line(self, tail: int = 4096) -> str | None:
+        """The last line the job printed ("epoch 7/12"), from the end of its log; None before any."""
+        try:
+            with self.open_file(self.log) as log:
+                log.seek(max(0, os.fstat(log.fileno()).st_size - tail))
+                lines = log.read().decode(errors="replace").splitlines()
+        except (OSError, Conflict, E31Error):
+            return None
+        printed = [line for line in lines if line.strip() and not line.startswith(("e31 worker:", "e31: "))]
+        return printed[-1][:200] if printed else None
+
     def add_to_log(self, line: str) -> bool:
         """Append a line of the queue's to the job's log (an idle-GPU warning), opening no link
         the job made and only a regular file; whether it was written."""

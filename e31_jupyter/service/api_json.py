@@ -48,6 +48,7 @@ def job_view(
             "cells_done": progress.get("cells_done", 0),
             "cells_total": progress.get("cells_total"),
             "current_cell": progress.get("current_cell"),
+            "last_line": progress.get("last_line"),
         },
         "submitted_at": iso(job["submitted_at"]),
         "started_at": iso(job["started_at"]),

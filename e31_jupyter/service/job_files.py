@@ -67,7 +67,7 @@ class JobFiles:
         """How far the notebook has got: live while it runs, as recorded once it has ended."""
         if job.state == JobState.RUNNING:
             jobdir = self.jobdir(job.id)
-            return jobdir.read_json(jobdir.progress, {})
+            return {**jobdir.read_json(jobdir.progress, {}), "last_line": jobdir.last_printed_line()}
         return job.result.get("progress", {})
 
     async def delete(self, job: JobRecord, by: str) -> list[str]:
