@@ -40,6 +40,8 @@ LONGEST_FIRST = (
     "tests/reliability/test_faults.py::test_server_killed_during_submits",
     "tests/reliability/test_load.py::",
     "tests/ui/test_ts_units.py::",
+    "tests/ui/test_cell_widget_outputs.py::",
+    "tests/ui/test_gpu_use_page.py::",
 )
 
 
