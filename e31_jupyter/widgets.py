@@ -38,10 +38,24 @@ from e31_jupyter.notebook.job_notebook import CELL_TAG
 
 POLL_FAST_S, POLL_SLOW_S = 0.5, 5.0
 JOBS_SHOWN = 50  # the newest jobs the jobs widget lists
-STATE_COLOURS: dict[str, str] = {  # JobState is a str: a state's plain name finds its colour
-    JobState.QUEUED: "#8a6d00", JobState.RUNNING: "#1565c0", JobState.SUCCEEDED: "#2e7d32",
-    JobState.FAILED: "#c62828", JobState.CANCELLED: "#616161", JobState.EXPIRED: "#6a1b9a",
-}  # fmt: skip
+# One state palette with the JupyterLab extension (labextension/style/palette.css): a state's
+# hue (stripes), text and badge background are CSS variables there, made from the theme's
+# colours; the JupyterLab Light theme's values are the fallbacks where that CSS is absent (a
+# notebook's HTML elsewhere), text on badge 5.4:1 or more (tests/test_widgets.py).
+# JobState is a str: a state's plain name finds its colours.
+STATE_COLOURS: dict[str, dict[str, str]] = {
+    JobState.QUEUED: {"hue": "#50759a", "fg": "#30465c", "bg": "#e0e6ed"},
+    JobState.RUNNING: {"hue": "#1976d2", "fg": "#0f477e", "bg": "#d6e6f7"},
+    JobState.SUSPENDED: {"hue": "#0097a7", "fg": "#005b64", "bg": "#d1ecef"},
+    JobState.SUCCEEDED: {"hue": "#388e3c", "fg": "#225524", "bg": "#dbebdc"},
+    JobState.FAILED: {"hue": "#d32f2f", "fg": "#7f1c1c", "bg": "#f7dada"},
+    JobState.CANCELLED: {"hue": "#757575", "fg": "#464646", "bg": "#e6e6e6"},
+    JobState.EXPIRED: {"hue": "#f57c00", "fg": "#934a00", "bg": "#fde7d1"},
+}
+# A state the palette does not know: the theme's neutral colours.
+UNKNOWN_STATE_COLOURS = {"hue": "#757575", "fg": "#222222", "bg": "#eeeeee"}
+UNKNOWN_STATE_VARIABLES = {"hue": "--jp-layout-color4", "fg": "--jp-ui-font-color1", "bg": "--jp-layout-color2"}
+MUTED = "var(--jp-ui-font-color2, #616161)"  # secondary text, in the theme's colour
 LIVE_CLASS = "e31-live"
 DEFAULT_OUTPUT_LIMIT = 1 << 20  # bytes of a job's outputs a notebook shows again, then a notice
 output_limit = DEFAULT_OUTPUT_LIMIT  # this kernel's: E31Magics.max_cell_output_bytes sets it
@@ -63,11 +77,32 @@ def format_meter(meter: dict) -> str:
     return text + (f" · {meter['cost']:.2f} {meter['currency']}" if meter.get("cost") else "")
 
 
+def state_colour(state: str, part: str = "hue") -> str:
+    """A state's colour for CSS: ``part`` "hue", "fg" (text) or "bg" (a badge's background), as
+    the labextension's palette variable with the Light theme's value as its fallback."""
+    if state in STATE_COLOURS:
+        variable = f"--e31-state-{state}" + ("" if part == "hue" else f"-{part}")
+    else:
+        variable = UNKNOWN_STATE_VARIABLES[part]
+    return f"var({variable}, {plain_colour(state, part)})"
+
+
+def plain_colour(state: str, part: str = "hue") -> str:
+    """A state's colour in the JupyterLab Light theme, as a hex colour."""
+    return STATE_COLOURS.get(state, UNKNOWN_STATE_COLOURS)[part]
+
+
+def colour_style(prop: str, state: str, part: str = "hue", before: str = "") -> str:
+    """``prop`` in a state's colour, twice: the plain fallback first, for where JupyterLab's
+    sanitizer (an untrusted notebook) drops a ``var()``; then the palette's variable."""
+    return f"{prop}:{before}{plain_colour(state, part)};{prop}:{before}{state_colour(state, part)}"
+
+
 def badge(state: str) -> str:
-    colour = STATE_COLOURS.get(state, "#444")
+    colours = f"{colour_style('background', state, 'bg')};{colour_style('color', state, 'fg')}"
     return (
-        f'<span style="background:{colour};color:white;border-radius:3px;padding:1px 6px;'
-        f'font-size:85%;font-weight:600">{html.escape(state)}</span>'
+        f'<span class="e31-badge" data-state="{html.escape(state)}" style="{colours};border-radius:3px;'
+        f'padding:1px 6px;font-size:85%;font-weight:600">{html.escape(state)}</span>'
     )
 
 
@@ -93,14 +128,14 @@ def gpu_use_html(use: dict | None) -> str:
     if not use:
         return ""
     if not use.get("available"):
-        return f"<span style='color:var(--jp-ui-font-color2, #666)'>GPU use: not measured: {html.escape(use.get('why_absent') or '')}</span>"
+        return f"<span style='color:{MUTED}'>GPU use: not measured: {html.escape(use.get('why_absent') or '')}</span>"
     figures = gpu_use_figures(use)
     text = f"{sparkline_svg(use.get('series') or [])} GPU use: {' · '.join(figures) or 'no figures NVML could give'}"
     if use.get("idle"):
         warning = html.escape(use["idle"]["message"])
         text += (
-            "<div class='e31-idle-warning' style='color:var(--jp-warn-color0, #8a4b00);"
-            f"background:var(--jp-warn-color3, #fff3e0);padding:2px 6px'>⚠ {warning}</div>"
+            "<div class='e31-idle-warning' style='color:var(--e31-warning-fg, #934a00);"
+            f"background:var(--e31-warning-bg, #fde7d1);padding:2px 6px'>⚠ {warning}</div>"
         )
     return text
 
@@ -368,8 +403,8 @@ class JobWidget(w.VBox):
         state = job["state"]
         reason = f" — {html.escape(job['reason'])}" if job.get("reason") else ""
         self.header.value = (
-            f"<b>{html.escape(job['name'])}</b> {badge(state)}<span style='color:#555'>{reason}</span>"
-            f" <code style='color:#777'>{job['id']}</code>"
+            f"<b>{html.escape(job['name'])}</b> {badge(state)}<span style='color:{MUTED}'>{reason}</span>"
+            f" <code style='color:{MUTED}'>{job['id']}</code>"
         )
         self.line.value = status_line(job)
         self.gpu_use.value = gpu_use_html(job.get("gpu_use"))
@@ -393,8 +428,7 @@ class JobWidget(w.VBox):
         self.progress.layout.visibility = "visible" if visible else "hidden"
         current = progress.get("current_cell")
         at = f", running cell {current + 1}" if current is not None and job["state"] == JobState.RUNNING else ""
-        printed = f" · <code>{html.escape(progress['last_line'])}</code>" if progress.get("last_line") else ""
-        self.progress_text.value = f"&nbsp;{done} of {total} cells{at}{printed}" if total else ""
+        self.progress_text.value = f"&nbsp;{done} of {total} cells{at}" if total else ""
 
     def _log_opened(self, change: dict) -> None:
         if change["new"] == 0:
@@ -438,7 +472,9 @@ class JobWidget(w.VBox):
         try:
             self.update(self.client.cancel(self.job_id))
         except Exception as error:
-            self.line.value = f"<span style='color:#c62828'>{html.escape(str(error))}</span>"
+            self.line.value = (
+                f"<span style='color:{state_colour(JobState.FAILED, 'fg')}'>{html.escape(str(error))}</span>"
+            )
 
     def collect(self) -> None:
         if self.on_collect is not None:
@@ -458,12 +494,12 @@ class JobWidget(w.VBox):
     def snapshot_html(self) -> str:
         job = self.job
         return (
-            f"{_SNAPSHOT_STYLE}<div class='e31-snapshot' style='border-left:3px solid "
-            f"{STATE_COLOURS.get(job['state'], '#444')};padding:2px 8px'>"
+            f"{_SNAPSHOT_STYLE}<div class='e31-snapshot' style='"
+            f"{colour_style('border-left', job['state'], before='3px solid ')};padding:2px 8px'>"
             f"<b>{html.escape(job['name'])}</b> {badge(job['state'])} "
             f"<code>{job['id']}</code><br>{status_line(job)}"
             f"{'<br>' + use if (use := gpu_use_html(job.get('gpu_use'))) else ''}"
-            f"<br><small style='color:#777'>last known state, {datetime.now():%Y-%m-%d %H:%M}; "
+            f"<br><small style='color:{MUTED}'>last known state, {datetime.now():%Y-%m-%d %H:%M}; "
             f"<code>%e31 status {job['id']}</code> shows it now</small></div>"
         )
 
@@ -491,7 +527,7 @@ def _files_html(base: str, job_id: str, files: list[dict]) -> str:
         return ""
     rows = "".join(
         f"<li><a href='{base}jobs/{quote(job_id)}/files/{quote(f['path'])}' download>"
-        f"{html.escape(f['path'])}</a> <span style='color:#777'>{format_size(f['size'])}</span></li>"
+        f"{html.escape(f['path'])}</a> <span style='color:{MUTED}'>{format_size(f['size'])}</span></li>"
         for f in files
     )
     return f"<b>Files</b><ul style='margin:2px 0'>{rows}</ul>"
@@ -620,7 +656,7 @@ def _used(reading: dict) -> str:
 
 def pool_html(pool: dict) -> str:
     cells = "".join(
-        f"<td style='padding:2px 6px;border:1px solid #ccc'>GPU {html.escape(g['id'])}: {_holder(g)}</td>"
+        f"<td style='padding:2px 6px;border:1px solid var(--jp-border-color2, #ccc)'>GPU {html.escape(g['id'])}: {_holder(g)}</td>"
         for g in pool["gpus"]
     )
     return f"<b>GPUs</b> ({pool['free']} of {pool['total']} free, {pool[JobState.QUEUED]} queued)<table><tr>{cells}</tr></table>"

@@ -6,6 +6,7 @@ import re
 import threading
 import time
 from datetime import datetime, timedelta, timezone
+from pathlib import Path
 
 import pytest
 from conftest import wait_for, wait_state
@@ -13,6 +14,7 @@ from shared_server import server, shared_server  # noqa: F401 (fixtures: one ser
 
 from e31_jupyter import widgets
 from e31_jupyter.client import E31Client
+from e31_jupyter.core.states import JobState
 
 
 class CountingClient(E31Client):
@@ -57,6 +59,46 @@ def test_meter_formatting():
     meter = {"gpu_seconds": 5400, "gpu_hours": 1.5, "cost": 3.75, "currency": "EUR"}
     assert widgets.format_meter(meter) == "1.50 GPU-hours · 3.75 EUR"
     assert widgets.format_meter({**meter, "cost": 0, "gpu_hours": 0.0014}) == "0.001 GPU-hours"
+
+
+PALETTE_CSS = Path(__file__).resolve().parents[1] / "labextension" / "style" / "palette.css"
+
+
+def contrast(a: str, b: str) -> float:
+    """The WCAG contrast ratio of two hex colours ("#0f477e")."""
+
+    def luminance(hex_colour: str) -> float:
+        channels = [int(hex_colour[i : i + 2], 16) / 255 for i in (1, 3, 5)]
+        r, g, b = (c / 12.92 if c <= 0.04045 else ((c + 0.055) / 1.055) ** 2.4 for c in channels)
+        return 0.2126 * r + 0.7152 * g + 0.0722 * b
+
+    light, dark = sorted((luminance(a), luminance(b)), reverse=True)
+    return (light + 0.05) / (dark + 0.05)
+
+
+@pytest.mark.parametrize("state", list(JobState))
+def test_every_state_badge_reads_at_4_5_to_1_without_the_labextension(state):
+    colours = widgets.STATE_COLOURS[state]
+    assert contrast(colours["fg"], colours["bg"]) >= 4.5
+    assert contrast(colours["fg"], "#ffffff") >= 4.5  # the same text colour on a light page
+
+
+@pytest.mark.parametrize("state", list(JobState))
+def test_a_badge_takes_the_palette_variables_with_its_fallbacks(state):
+    shown = widgets.badge(state)
+    fg, bg = widgets.STATE_COLOURS[state]["fg"], widgets.STATE_COLOURS[state]["bg"]
+    assert f"background:{bg};background:var(--e31-state-{state.value}-bg, {bg})" in shown
+    assert f"color:{fg};color:var(--e31-state-{state.value}-fg, {fg})" in shown
+    assert f">{state.value}</span>" in shown
+    css = PALETTE_CSS.read_text()  # the variables the badge names are the labextension's
+    assert f"--e31-state-{state.value}-fg:" in css and f"--e31-state-{state.value}-bg:" in css
+
+
+def test_the_widgets_html_takes_its_colours_from_the_theme_or_the_palette():
+    source = Path(widgets.__file__).read_text()
+    # A hex colour only as a var()'s fallback ("var(--jp-border-color2, #ccc)") or in the palette's table.
+    assert re.findall(r"(?:color|background|solid)\s*:?\s*#[0-9a-fA-F]{3,6}", source) == []
+    assert widgets.badge("unknown").count("var(--jp-") == 2  # a state the palette lacks: theme colours
 
 
 def test_gpu_use_shows_a_sparkline_its_figures_and_the_idle_warning():

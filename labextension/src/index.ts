@@ -15,6 +15,7 @@ import { CATEGORY, CommandIDs } from './plugin/commandids';
 import { IPluginContext, addExecutedNotebooksDrive, createContext } from './plugin/context';
 import { addJobCommands } from './plugin/jobviews';
 import { addJobsPanel } from './plugin/jobspanel';
+import { addJobsTable } from './plugin/jobstable';
 import { addPanelCommands } from './plugin/panelcommands';
 import { notifyEndings } from './plugin/notifications';
 import { followJobs } from './plugin/polling';
@@ -50,6 +51,7 @@ function activate(
   addSubmitButton(ctx);
   addPanelCommands(ctx);
   addJobCommands(ctx, docManager);
+  addJobsTable(ctx, palette);
   addToPalette(palette);
 }
 

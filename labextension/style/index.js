@@ -1,1 +1,5 @@
+import './palette.css';
 import './base.css';
+import './statusbar.css';
+import './joblists.css';
+import './submitform.css';

@@ -1,4 +1,5 @@
 import { JobDetailModel } from '../src/model/detail';
+import { IGpuUse } from '../src/model/types';
 import { fakeApi, job } from './helpers';
 
 describe('JobDetailModel', () => {
@@ -91,6 +92,38 @@ describe('E31Api.resume', () => {
       message: 'Job j2 has no checkpoint to resume from. Start it over from the top: e31 resubmit j2.'
     });
     expect(calls).toEqual(['POST jobs/j1/resume', 'POST jobs/j1/resume', 'POST jobs/j2/resume']);
+  });
+});
+
+describe("JobDetailModel and a job's GPU use", () => {
+  it('counts an idle warning as a change, but not each new sample of a running job', async () => {
+    const use: IGpuUse = {
+      available: true,
+      why_absent: null,
+      sample_s: 5,
+      series: [[1000, 50, 1024, 100]],
+      util_mean: 50,
+      util_peak: 50,
+      memory_peak_bytes: 1024,
+      power_peak_w: 100,
+      used_gpu_hours: 0.01,
+      held_gpu_hours: 0.02,
+      idle: null,
+      returned: []
+    };
+    const running = { state: 'running' as const, started_at: '2024-06-03T08:01:00+00:00', gpus: ['0'] };
+    const { api } = fakeApi({
+      'GET jobs/j1': () => ({ ...job({ id: 'j1', ...running }), transitions: [], gpu_use: use }),
+      'GET jobs/j1/log': () => ({ text: '', offset: 0, final: false })
+    });
+    const model = new JobDetailModel(api, 'j1');
+    await model.tick();
+    use.series = [...use.series, [1005, 1, 1024, 90]];
+    expect(await model.tick()).toBe(false);
+    expect(model.job?.gpu_use?.series.length).toBe(2); // shown all the same
+    use.idle = { devices: ['0'], since: '2024-06-03T08:30:00+00:00', message: 'GPU 0 has been below 5% for 30m' };
+    expect(await model.tick()).toBe(true);
+    model.dispose();
   });
 });
 

@@ -1,4 +1,5 @@
 import { EndingsTracker, REMEMBER_MS, endingsKey } from '../src/model/endings';
+import { planEndingNotices } from '../src/model/summary';
 import { MemoryStorage, job } from './helpers';
 
 const iso = (ms: number) => new Date(ms).toISOString();
@@ -102,5 +103,19 @@ describe('EndingsTracker', () => {
       'k'
     );
     expect(broken.takeNew([job({ state: 'failed', finished_at: iso(T) })])).toEqual([]);
+  });
+
+  it('gives the endings of a night away in one batch: one summary, not twenty notices', () => {
+    const storage = new MemoryStorage();
+    new EndingsTracker(storage, 'k').takeNew([]);
+    const night = Array.from({ length: 20 }, (_, i) =>
+      job({ state: i === 7 ? 'failed' : 'succeeded', finished_at: iso(T + i * 60000) })
+    );
+    const batch = new EndingsTracker(storage, 'k').takeNew(night);
+    expect(batch).toHaveLength(20);
+    const notices = planEndingNotices(batch, true);
+    expect(notices.map(n => n.message)).toEqual([
+      `While you were away, 20 jobs ended: 19 succeeded, 1 failed (“${night[7].name}”).`
+    ]);
   });
 });

@@ -2,6 +2,7 @@ import {
   STATE_LABELS,
   attemptsWords,
   checkpointWords,
+  dayMonth,
   durationInput,
   endingNotice,
   expectedWords,
@@ -306,5 +307,17 @@ describe('format', () => {
         { ...run, state: 'failed', reason: '' }
       ])
     ).toBe('resumed 2 times; earlier runs: failed (lost), failed');
+  });
+});
+
+describe('dayMonth', () => {
+  it("says a chart's day with its month", () => {
+    expect(dayMonth('2024-12-03')).toBe('3 Dec');
+    expect(dayMonth('2025-01-31')).toBe('31 Jan');
+  });
+
+  it('leaves what is not a date as it is', () => {
+    expect(dayMonth('yesterday')).toBe('yesterday');
+    expect(dayMonth('2024-13-01')).toBe('2024-13-01');
   });
 });

@@ -1,6 +1,16 @@
 import { EndingsTracker } from '../src/model/endings';
 import { JobDetailModel } from '../src/model/detail';
-import { JOB_EVENT_SCHEMA, JobsModel, jobEventOwnerKey } from '../src/model/jobs';
+import {
+  JOB_EVENT_SCHEMA,
+  JobsModel,
+  costWords,
+  expectedStartClock,
+  failureReason,
+  inQueueOrder,
+  jobEventOwnerKey,
+  jobSections,
+  resultsPlace
+} from '../src/model/jobs';
 import { IJob } from '../src/model/types';
 import { MemoryStorage, fakeApi, flush, job } from './helpers';
 
@@ -285,5 +295,109 @@ describe('jobEventOwnerKey', () => {
       jobEventOwnerKey({ schema_id: 'https://events.jupyter.org/jupyter_server/kernel_actions/v1', owner_key: 'k' })
     ).toBeNull();
     expect(jobEventOwnerKey({ schema_id: JOB_EVENT_SCHEMA })).toBeNull();
+  });
+});
+
+describe('jobSections', () => {
+  const at = (hour: number, minute = 0) => new Date(2024, 5, 3, hour, minute).toISOString();
+  const names = (jobs: IJob[]) => jobs.map(j => j.name);
+
+  it('lists running jobs, then queued ones in line order (#1 first), then ended ones, newest finished first', () => {
+    // The server's order: newest submitted first.
+    const jobs = [
+      job({ name: 'q4', state: 'queued', queue_position: 4, submitted_at: at(9, 4) }),
+      job({ name: 'q3', state: 'queued', queue_position: 3, submitted_at: at(9, 3) }),
+      job({ name: 'q2', state: 'queued', queue_position: 2, submitted_at: at(9, 2) }),
+      job({ name: 'q1', state: 'queued', queue_position: 1, submitted_at: at(9, 1) }),
+      job({ name: 'old-end', state: 'failed', submitted_at: at(8, 30), finished_at: at(8, 40) }),
+      job({ name: 'run', state: 'running', submitted_at: at(8), started_at: at(8, 1) }),
+      job({ name: 'new-end', state: 'succeeded', submitted_at: at(7), started_at: at(7, 1), finished_at: at(8, 50) })
+    ];
+    const sections = jobSections(jobs);
+    expect(names(sections.running)).toEqual(['run']);
+    expect(names(sections.queued)).toEqual(['q1', 'q2', 'q3', 'q4']);
+    expect(names(sections.ended)).toEqual(['new-end', 'old-end']);
+    expect(names(inQueueOrder(jobs))).toEqual(['run', 'q1', 'q2', 'q3', 'q4', 'new-end', 'old-end']);
+  });
+
+  it('puts queued jobs with no place yet (waiting for other jobs) after the line, oldest first', () => {
+    const jobs = [
+      job({ name: 'waits-new', state: 'queued', submitted_at: at(9, 30) }),
+      job({ name: 'waits-old', state: 'queued', submitted_at: at(9, 10) }),
+      job({ name: 'first', state: 'queued', queue_position: 1, submitted_at: at(9, 20) })
+    ];
+    expect(names(jobSections(jobs).queued)).toEqual(['first', 'waits-old', 'waits-new']);
+  });
+
+  it('lists the longest running first, and counts a suspended job as ended', () => {
+    const jobs = [
+      job({ name: 'later', state: 'running', started_at: at(9) }),
+      job({ name: 'earlier', state: 'running', started_at: at(8) }),
+      job({ name: 'paused', state: 'suspended', started_at: at(7), finished_at: at(7, 30) })
+    ];
+    const sections = jobSections(jobs);
+    expect(names(sections.running)).toEqual(['earlier', 'later']);
+    expect(names(sections.ended)).toEqual(['paused']);
+  });
+
+  it('orders ended jobs that never started by when they were submitted', () => {
+    const jobs = [
+      job({ name: 'cancelled-early', state: 'cancelled', submitted_at: at(6), finished_at: null }),
+      job({ name: 'expired', state: 'expired', submitted_at: at(7), finished_at: at(7, 5) })
+    ];
+    expect(names(jobSections(jobs).ended)).toEqual(['expired', 'cancelled-early']);
+  });
+});
+
+describe('expectedStartClock', () => {
+  const now = new Date(2024, 5, 3, 9, 0);
+
+  it("reads a queued job's expected start as a local clock time", () => {
+    const start = new Date(2024, 5, 3, 10, 42).toISOString();
+    expect(expectedStartClock(job({ state: 'queued', expected_start: start }), now)).toBe('~10:42');
+  });
+
+  it('names the day when it is not today, and says now once the time has come', () => {
+    const tomorrow = new Date(2024, 5, 4, 7, 5);
+    const weekday = ['Sun', 'Mon', 'Tue', 'Wed', 'Thu', 'Fri', 'Sat'][tomorrow.getDay()];
+    expect(expectedStartClock(job({ state: 'queued', expected_start: tomorrow.toISOString() }), now)).toBe(
+      `~${weekday} 07:05`
+    );
+    const past = new Date(2024, 5, 3, 8, 59).toISOString();
+    expect(expectedStartClock(job({ state: 'queued', expected_start: past }), now)).toBe('~now');
+  });
+
+  it('is null without a forecast, for a job that is not queued, and for a time it cannot read', () => {
+    expect(expectedStartClock(job({ state: 'queued', expected_start: null }), now)).toBeNull();
+    expect(expectedStartClock(job({ state: 'running', expected_start: now.toISOString() }), now)).toBeNull();
+    expect(expectedStartClock(job({ state: 'queued', expected_start: 'soon' }), now)).toBeNull();
+  });
+});
+
+describe('an ended job in the list', () => {
+  it('gives its reason when it did not succeed', () => {
+    expect(failureReason(job({ state: 'failed', reason: 'ZeroDivisionError in cell 3' }))).toBe(
+      'ZeroDivisionError in cell 3'
+    );
+    expect(failureReason(job({ state: 'cancelled', reason: 'cancelled by ada' }))).toBe('cancelled by ada');
+    expect(failureReason(job({ state: 'succeeded', reason: 'done' }))).toBeNull();
+    expect(failureReason(job({ state: 'failed', reason: null }))).toBeNull();
+    expect(failureReason(job({ state: 'queued', reason: 'waiting' }))).toBeNull();
+  });
+
+  it('costs its price where the queue charges one, else its GPU-hours', () => {
+    const priced = job({ meter: { gpu_seconds: 7200, gpu_hours: 2, cost: 4.5, currency: 'EUR' } });
+    expect(costWords(priced)).toBe('4.50 EUR');
+    const free = job({ meter: { gpu_seconds: 5400, gpu_hours: 1.5, cost: 0, currency: 'USD' } });
+    expect(costWords(free)).toBe('1.50 GPU-h');
+  });
+
+  it('has its results in its executed notebook once it ran and kept its files, else on its page', () => {
+    const ran = { state: 'failed' as const, started_at: '2024-06-03T08:00:00Z' };
+    expect(resultsPlace(job(ran))).toBe('notebook');
+    expect(resultsPlace(job({ ...ran, files_deleted: { at: '2024-06-03T09:00:00Z', by: 'ada', bytes: 10 } }))).toBe(
+      'page'
+    );
+    expect(resultsPlace(job({ state: 'cancelled', started_at: null }))).toBe('page');
   });
 });

@@ -9,9 +9,72 @@ import { ISignal, Signal } from '@lumino/signaling';
 
 import { E31Api, errorText } from './api';
 import { IBackoff, Poller } from './poller';
-import { IFileEntry, IJobDetail, IValueEntry, isFinal } from './types';
+import { STATE_LABELS } from './format';
+import { IFileEntry, IJob, IJobDetail, IValueEntry, JobState, isFinal } from './types';
 
 export const LOG_TAIL_LINES = 60;
+
+/** The ends of a job that stopped it short of its last cell: where it stopped is what matters. */
+const STOPPED_SHORT: readonly JobState[] = ['failed', 'cancelled', 'expired'];
+
+export interface IProgressWords {
+  /** "2 of 3 cells", "stopped in cell 3 of 3", "not started", "—". */
+  text: string;
+  /** It ran and stopped short (failed, cancelled, expired): shown in its state's colour. */
+  stopped: boolean;
+}
+
+/**
+ * A job's progress for its page. One that failed, was cancelled or expired says where it
+ * stopped, not "3 of 3 cells": papermill counts the cell a job stopped in as done.
+ */
+export function progressWords(job: IJob): IProgressWords {
+  const ran = job.started_at !== null;
+  if (ran && STOPPED_SHORT.includes(job.state)) {
+    return { text: stoppedWords(job.progress), stopped: true };
+  }
+  const { cells_done, cells_total } = job.progress;
+  const text = cells_total ? `${cells_done} of ${cells_total} cells` : ran ? '—' : 'not started';
+  return { text, stopped: false };
+}
+
+/**
+ * Where a job stopped: "stopped in cell 3 of 3" (cells counted from 1, papermill's injected
+ * parameters cell included, as the progress counts them); "stopped before cell 1 of 3".
+ */
+export function stoppedWords(progress: IJob['progress']): string {
+  const cell = stoppedCell(progress);
+  const of = progress.cells_total ? ` of ${progress.cells_total}` : '';
+  return cell === null ? `stopped before cell 1${of}` : `stopped in cell ${cell + 1}${of}`;
+}
+
+/** The index of the cell a job stopped in: the one it was running, or the last one counted as done. */
+function stoppedCell(progress: IJob['progress']): number | null {
+  if (progress.current_cell !== null && progress.current_cell !== undefined) {
+    return progress.current_cell;
+  }
+  return progress.cells_done > 0 ? progress.cells_done - 1 : null;
+}
+
+/** The label of the timeline's last step: how the job ended ("Failed"), or "Finished". */
+export function endStepLabel(job: IJob): string {
+  return job.state === 'suspended' || STOPPED_SHORT.includes(job.state) ? STATE_LABELS[job.state] : 'Finished';
+}
+
+/** A running job's latest printed line ("epoch 7/12"); null for none, or once it is not running. */
+export function lastPrintedLine(job: IJob): string | null {
+  const line = job.state === 'running' ? job.progress.last_line?.trim() : '';
+  return line || null;
+}
+
+/**
+ * What of a job's GPU use counts as a change: whether it has figures, its warning and the GPUs
+ * given back; not each new sample, which would keep a running job's page polling at full speed.
+ */
+function gpuUseSignature(job: IJobDetail): unknown {
+  const use = job.gpu_use;
+  return use ? [use.available, use.why_absent, use.idle ?? null, use.returned ?? []] : null;
+}
 
 export class JobDetailModel {
   constructor(
@@ -84,6 +147,7 @@ export class JobDetailModel {
         job.transitions.length,
         job.files_deleted,
         job.last_checkpoint,
+        gpuUseSignature(job),
         log,
         files,
         values

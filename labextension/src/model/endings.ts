@@ -101,7 +101,8 @@ export class EndingsTracker {
   }
 }
 
-function finishedMs(job: IJob): number {
+/** When the job finished (ms, server clock); 0 when not known. */
+export function finishedMs(job: IJob): number {
   const t = job.finished_at ? Date.parse(job.finished_at) : NaN;
   return Number.isNaN(t) ? 0 : t;
 }

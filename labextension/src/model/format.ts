@@ -153,6 +153,15 @@ export function formatUntil(iso: string | null, now: Date = new Date()): string 
   return minutes >= 1 ? `in ${formatDuration(minutes * 60)}` : 'in under a minute';
 }
 
+const MONTHS = ['Jan', 'Feb', 'Mar', 'Apr', 'May', 'Jun', 'Jul', 'Aug', 'Sep', 'Oct', 'Nov', 'Dec'];
+
+/** A local ISO date with its month, for a chart's axis: "2024-12-03" -> "3 Dec". */
+export function dayMonth(isoDate: string): string {
+  const match = /^(\d{4})-(\d{2})-(\d{2})/.exec(isoDate);
+  const month = match ? MONTHS[Number(match[2]) - 1] : undefined;
+  return match && month ? `${Number(match[3])} ${month}` : isoDate;
+}
+
 /** Full local date and time with seconds, for tooltips and the timeline. */
 export function formatTimestamp(iso: string | null): string {
   const t = parseTime(iso);

@@ -16,6 +16,7 @@ import { ISignal, Signal } from '@lumino/signaling';
 
 import { ApiError, E31Api, errorText } from './api';
 import { EndingsTracker } from './endings';
+import { formatCost, formatGpuHours, formatTime } from './format';
 import { gpuHoursToday, liveGpuHours } from './meter';
 import { IBackoff, Poller } from './poller';
 import { IGpuInventory, IJob, JobState, isActive } from './types';
@@ -330,4 +331,81 @@ function jobSignature(job: IJob): unknown[] {
     job.progress.cells_total,
     job.gpus
   ];
+}
+
+/** The panel's list in the order of the queue: what runs, what waits in line, what ended. */
+export interface IJobSections {
+  /** Running, the longest running first. */
+  running: IJob[];
+  /** Queued in line order (#1 first); those with no place yet (waiting for other jobs) after. */
+  queued: IJob[];
+  /** Ended (or suspended), the newest finished first. */
+  ended: IJob[];
+}
+
+export function jobSections(jobs: IJob[]): IJobSections {
+  return {
+    running: jobs.filter(job => job.state === 'running').sort(byStart),
+    queued: jobs.filter(job => job.state === 'queued').sort(byPlaceInLine),
+    ended: jobs.filter(job => !isActive(job)).sort(byNewestFinish)
+  };
+}
+
+/** The sections one after the other: the list's order as a flat list. */
+export function inQueueOrder(jobs: IJob[]): IJob[] {
+  const { running, queued, ended } = jobSections(jobs);
+  return [...running, ...queued, ...ended];
+}
+
+/**
+ * When a queued job is expected to start, as a local clock time: "~10:42" ("~Tue 10:42" on another
+ * day); "~now" once that time has come; null when the forecast does not tell.
+ */
+export function expectedStartClock(job: IJob, now: Date = new Date()): string | null {
+  if (job.state !== 'queued' || !job.expected_start) {
+    return null;
+  }
+  const start = Date.parse(job.expected_start);
+  if (Number.isNaN(start)) {
+    return null;
+  }
+  return start <= now.getTime() ? '~now' : `~${formatTime(job.expected_start, now)}`;
+}
+
+/** Why an ended job did not succeed (its reason); null for a success, or when none is known. */
+export function failureReason(job: IJob): string | null {
+  return job.state === 'succeeded' || isActive(job) ? null : job.reason || null;
+}
+
+/** What a job cost: its price where the queue charges one ("1.20 USD"), else its GPU-hours. */
+export function costWords(job: IJob): string {
+  return formatCost(job.meter.cost, job.meter.currency) || formatGpuHours(job.meter.gpu_hours);
+}
+
+/**
+ * Where an ended job's results are: its executed notebook once it ran and its files are kept,
+ * else its page (which says why there is none).
+ */
+export function resultsPlace(job: IJob): 'notebook' | 'page' {
+  return job.started_at && !job.files_deleted ? 'notebook' : 'page';
+}
+
+function byStart(a: IJob, b: IJob): number {
+  return timeOf(a.started_at) - timeOf(b.started_at) || timeOf(a.submitted_at) - timeOf(b.submitted_at);
+}
+
+function byPlaceInLine(a: IJob, b: IJob): number {
+  const place = (job: IJob) => job.queue_position ?? Number.MAX_SAFE_INTEGER;
+  return place(a) - place(b) || timeOf(a.submitted_at) - timeOf(b.submitted_at);
+}
+
+function byNewestFinish(a: IJob, b: IJob): number {
+  const finish = (job: IJob) => timeOf(job.finished_at ?? job.started_at ?? job.submitted_at);
+  return finish(b) - finish(a);
+}
+
+/** Epoch ms of a timestamp; 0 for none. */
+function timeOf(iso: string | null | undefined): number {
+  const t = iso ? Date.parse(iso) : NaN;
+  return Number.isNaN(t) ? 0 : t;
 }

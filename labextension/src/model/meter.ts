@@ -7,7 +7,7 @@
  */
 
 import { E31Api } from './api';
-import { IJob, IMeterReport } from './types';
+import { IJob, IMeterReport, IUsage } from './types';
 
 function ms(iso: string | null): number | null {
   if (!iso) {
@@ -95,6 +95,28 @@ function isoDate(d: Date): string {
   return `${d.getFullYear()}-${pad(d.getMonth() + 1)}-${pad(d.getDate())}`;
 }
 
+/**
+ * Utilisation-weighted GPU-hours summed over readings: `hours` null while none was measured,
+ * `missing` once one that held GPUs was not.
+ */
+export interface IUsedHours {
+  hours: number | null;
+  missing: boolean;
+}
+
+export const NOTHING_USED: IUsedHours = { hours: null, missing: false };
+
+/** `sum` with one more reading's used GPU-hours; a reading that held none changes nothing. */
+export function addUsed(sum: IUsedHours, reading: IUsage): IUsedHours {
+  if (reading.gpu_hours <= 0) {
+    return sum;
+  }
+  const used = reading.used_gpu_hours;
+  return used === null || used === undefined
+    ? { ...sum, missing: true }
+    : { hours: (sum.hours ?? 0) + used, missing: sum.missing };
+}
+
 export interface IMeterSeries {
   days: IDayWindow[];
   /** Teams by total GPU-hours, largest first. */
@@ -102,6 +124,12 @@ export interface IMeterSeries {
   /** hours[day][team] */
   hours: Record<string, number>[];
   totalsByTeam: Record<string, number>;
+  /** Whether the server reports used GPU-hours at all (an older one does not). */
+  usedReported: boolean;
+  usedByTeam: Record<string, IUsedHours>;
+  totalUsed: IUsedHours;
+  /** Why some used GPU-hours were not measured (the latest reason the server gave). */
+  usedWhyAbsent: string | null;
   /** The tallest day's total. */
   maxDay: number;
   totalHours: number;
@@ -112,10 +140,13 @@ export interface IMeterSeries {
 /** One meter report per day -> a stacked series by team. */
 export function meterSeries(days: IDayWindow[], reports: IMeterReport[]): IMeterSeries {
   const totalsByTeam: Record<string, number> = {};
+  const usedByTeam: Record<string, IUsedHours> = {};
   const hours: Record<string, number>[] = [];
   let maxDay = 0;
   let totalHours = 0;
   let totalCost = 0;
+  let totalUsed = NOTHING_USED;
+  let usedWhyAbsent: string | null = null;
   let currency = '';
   reports.forEach(report => {
     const day: Record<string, number> = {};
@@ -127,11 +158,14 @@ export function meterSeries(days: IDayWindow[], reports: IMeterReport[]): IMeter
       day[team] = usage.gpu_hours;
       dayTotal += usage.gpu_hours;
       totalsByTeam[team] = (totalsByTeam[team] ?? 0) + usage.gpu_hours;
+      usedByTeam[team] = addUsed(usedByTeam[team] ?? NOTHING_USED, usage);
     }
     hours.push(day);
     maxDay = Math.max(maxDay, dayTotal);
     totalHours += report.gpu_hours;
     totalCost += report.cost;
+    totalUsed = addUsed(totalUsed, report);
+    usedWhyAbsent = report.used_why_absent || usedWhyAbsent;
     currency = report.currency || currency;
   });
   const teams = Object.keys(totalsByTeam).sort((a, b) => totalsByTeam[b] - totalsByTeam[a] || a.localeCompare(b));
@@ -140,6 +174,10 @@ export function meterSeries(days: IDayWindow[], reports: IMeterReport[]): IMeter
     teams,
     hours,
     totalsByTeam,
+    usedReported: reports.some(report => 'used_gpu_hours' in report),
+    usedByTeam,
+    totalUsed,
+    usedWhyAbsent,
     maxDay,
     totalHours,
     totalCost,

@@ -64,6 +64,43 @@ export interface IUsage {
   gpu_hours: number;
   cost: number;
   currency?: string;
+  /** Utilisation-weighted GPU-hours (meter readings only); null where no telemetry was taken. */
+  used_gpu_hours?: number | null;
+}
+
+/** One sample of a job's GPUs together: [epoch seconds, mean SM utilisation %, memory bytes, power W]. */
+export type GpuUsePoint = [number, number | null, number | null, number | null];
+
+/** The warning given when granted GPUs stayed nearly idle for long. */
+export interface IGpuIdle {
+  devices: string[];
+  since: string;
+  message: string;
+}
+
+/** A GPU the queue took back from a running job because it was idle. */
+export interface IGpuReturned {
+  device: string;
+  at: string;
+}
+
+/**
+ * What a job's GPUs did, read through NVML. Where no reading could be taken, `available` is
+ * false, `why_absent` says why and every figure is null (never zero).
+ */
+export interface IGpuUse {
+  available: boolean;
+  why_absent: string | null;
+  sample_s?: number | null;
+  series: GpuUsePoint[];
+  util_mean: number | null;
+  util_peak: number | null;
+  memory_peak_bytes: number | null;
+  power_peak_w: number | null;
+  used_gpu_hours: number | null;
+  held_gpu_hours: number;
+  idle?: IGpuIdle | null;
+  returned?: IGpuReturned[];
 }
 
 export interface IFilesDeleted {
@@ -108,6 +145,8 @@ export interface IJob {
     cells_done: number;
     cells_total: number | null;
     current_cell?: number | null;
+    /** The last line the job printed ("epoch 7/12"), while it runs; null when none. */
+    last_line?: string | null;
   };
   submitted_at: string | null;
   started_at: string | null;
@@ -132,6 +171,8 @@ export interface IJob {
   last_checkpoint?: ICheckpoint | null;
   /** A resumed job's earlier runs, oldest first; empty for a job that ran at most once. */
   attempts?: IAttempt[];
+  /** What its GPUs did; null when it never held any (and from a server without telemetry). */
+  gpu_use?: IGpuUse | null;
 }
 
 export interface ICheckpoint {
@@ -255,6 +296,23 @@ export interface IMeterReport extends IUsage {
   currency: string;
   by_user: Record<string, IUsage>;
   by_team: Record<string, IUsage>;
+  /** Why some readings' used GPU-hours are null; null when all were measured. */
+  used_why_absent?: string | null;
+}
+
+/** A process on a GPU that no job of the queue started. */
+export interface IOutsideProcess {
+  pid: number;
+  user: string | null;
+  memory_bytes: number | null;
+}
+
+/** A GPU's latest NVML reading. */
+export interface IGpuReading {
+  util: number | null;
+  memory_used_bytes: number | null;
+  memory_total_bytes: number | null;
+  power_w: number | null;
 }
 
 export interface IGpu {
@@ -263,6 +321,10 @@ export interface IGpu {
   job: string | null;
   job_name: string | null;
   owner: string | null;
+  /** Used by processes the queue did not start: it is not handed out meanwhile. */
+  busy_outside?: boolean;
+  outside?: IOutsideProcess[];
+  reading?: IGpuReading | null;
 }
 
 export interface IGpuInventory {
@@ -272,6 +334,7 @@ export interface IGpuInventory {
   queued: number;
   running: number;
   source: 'configured' | 'nvml';
+  telemetry?: { available: boolean; why_absent: string | null };
 }
 
 export interface IServerInfo {

@@ -8,6 +8,7 @@ export namespace CommandIDs {
   export const openJob = 'e31:open-job';
   export const openResults = 'e31:open-executed-notebook';
   export const openReport = 'e31:open-report';
+  export const openJobsTable = 'e31:open-jobs-table';
 }
 
 export const CATEGORY = 'GPU Jobs';

@@ -6,7 +6,7 @@ import { errorText } from '../model/api';
 import { jobParameters } from '../model/form';
 import { IJob, isResumable } from '../model/types';
 import { showChangeDialog } from '../widgets/change';
-import { showSubmitDialog } from '../widgets/submit';
+import { showSubmitDialog } from '../widgets/submitform';
 import { IE31Context, IPluginContext } from './context';
 import { afterSubmit } from './submit';
 

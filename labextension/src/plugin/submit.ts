@@ -8,7 +8,7 @@ import { errorText } from '../model/api';
 import { NotebookSource } from '../model/form';
 import { IParameter, notebookParameters } from '../model/parameters';
 import { IJob } from '../model/types';
-import { showSubmitDialog } from '../widgets/submit';
+import { showSubmitDialog } from '../widgets/submitform';
 import { IPluginContext } from './context';
 import { showPanelTab } from './panelcommands';
 import { notifySubmitted } from './notifications';

@@ -1,7 +1,9 @@
 /** The submit commands: from the palette or panel, and from the file browser's context menu. */
 
 import { Dialog, showDialog } from '@jupyterlab/apputils';
-import { IDefaultFileBrowser } from '@jupyterlab/filebrowser';
+import { FileDialog, IDefaultFileBrowser } from '@jupyterlab/filebrowser';
+import { Contents } from '@jupyterlab/services';
+import { IScore } from '@jupyterlab/ui-components';
 import { INotebookTracker, NotebookPanel } from '@jupyterlab/notebook';
 
 import { DRIVE_NAME } from '../drive';
@@ -19,7 +21,10 @@ export function addSubmitCommands(
   addSubmitSelectedCommand(ctx, fileBrowser);
 }
 
-/** Submit the notebook given by path, else the current one, else the one selected in the file browser. */
+/**
+ * Submit the notebook given by path, else the current one, else the one selected in the file
+ * browser, else one picked in a file dialog.
+ */
 function addSubmitNotebookCommand(
   ctx: IPluginContext,
   notebooks: INotebookTracker | null,
@@ -38,11 +43,10 @@ function addSubmitNotebookCommand(
       if (submittable(current)) {
         return submitPanel(ctx, current);
       }
-      const selected = selectedNotebook(fileBrowser);
-      if (selected) {
-        return submitPath(ctx, selected);
+      const picked = selectedNotebook(fileBrowser) ?? (await pickNotebook(fileBrowser));
+      if (picked) {
+        return submitPath(ctx, picked);
       }
-      askForNotebook();
     }
   });
 }
@@ -80,6 +84,28 @@ function selectedNotebook(fileBrowser: IDefaultFileBrowser | null): string | nul
     }
   }
   return null;
+}
+
+/** A notebook picked in JupyterLab's file dialog (only notebooks are offered); null when cancelled. */
+async function pickNotebook(fileBrowser: IDefaultFileBrowser | null): Promise<string | null> {
+  if (!fileBrowser) {
+    askForNotebook(); // no file browser to pick from
+    return null;
+  }
+  const result = await FileDialog.getOpenFiles({
+    manager: fileBrowser.model.manager,
+    title: 'Submit which notebook as a GPU job?',
+    label: 'No notebook is open or selected: pick one to submit.',
+    defaultPath: fileBrowser.model.path,
+    filter: isNotebookOrFolder
+  });
+  const notebook = result.button.accept ? result.value?.find(item => item.type === 'notebook') : undefined;
+  return notebook?.path ?? null;
+}
+
+/** Notebooks to pick, and folders to look in; every other file hidden. */
+function isNotebookOrFolder(item: Contents.IModel): Partial<IScore> | null {
+  return item.type === 'notebook' || item.type === 'directory' || item.name.endsWith('.ipynb') ? {} : null;
 }
 
 function askForNotebook(): void {

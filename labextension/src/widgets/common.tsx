@@ -1,16 +1,32 @@
 import { Dialog } from '@jupyterlab/apputils';
+import { closeIcon } from '@jupyterlab/ui-components';
 import * as React from 'react';
 
 import { afterChoiceText, listedAfterChoices } from '../model/form';
 import { STATE_LABELS, progressFraction } from '../model/format';
 import { IJob, JobState } from '../model/types';
 
+/** A job's state as a badge, in the state palette's colours (style/palette.css). */
 export function StateBadge(props: { state: JobState }): JSX.Element {
   return (
     <span className={`e31-StateBadge e31-mod-${props.state}`} data-state={props.state}>
       <span className="e31-StateBadge-dot" />
       {STATE_LABELS[props.state]}
     </span>
+  );
+}
+
+/** A small round button with JupyterLab's close icon: to dismiss something, or to cancel a job. */
+export function CloseButton(props: { label: string; className?: string; onClick: () => void }): JSX.Element {
+  return (
+    <button
+      className={['e31-IconButton', 'e31-CloseButton', props.className].filter(Boolean).join(' ')}
+      title={props.label}
+      aria-label={props.label}
+      onClick={props.onClick}
+    >
+      <closeIcon.react tag="span" className="e31-CloseButton-icon" />
+    </button>
   );
 }
 

@@ -7,7 +7,7 @@ import { ReactWidget } from '@jupyterlab/ui-components';
 import { Message } from '@lumino/messaging';
 import * as React from 'react';
 
-import { JobDetailModel } from '../model/detail';
+import { JobDetailModel, endStepLabel, lastPrintedLine, progressWords } from '../model/detail';
 import {
   attemptsWords,
   checkpointWords,
@@ -21,8 +21,9 @@ import {
   secondsBetween,
   valueNote
 } from '../model/format';
+import { absentWords, gpuUseFigures, returnedWords, sparklineSegments, svgPoints } from '../model/gpuuse';
 import { liveGpuHours } from '../model/meter';
-import { IJobDetail, isActive, isCancellable, isFinal, isResumable, stopUnderWay } from '../model/types';
+import { IGpuUse, IJobDetail, isActive, isCancellable, isFinal, isResumable, stopUnderWay } from '../model/types';
 import { ProgressBar, StateBadge, useTicker } from './common';
 
 export interface IDetailActions {
@@ -277,16 +278,13 @@ function DetailView(props: { model: JobDetailModel; actions: IDetailActions }): 
             ) : null}
             <dt>Progress</dt>
             <dd>
-              {job.progress.cells_total
-                ? `${job.progress.cells_done} of ${job.progress.cells_total} cells`
-                : ran
-                  ? '—'
-                  : 'not started'}
-              <ProgressBar job={job} />
+              <Progress job={job} />
             </dd>
           </dl>
         </div>
       </section>
+
+      <GpuUse use={job.gpu_use} now={now} />
 
       <section className="e31-Section">
         <h2>Timeline</h2>
@@ -351,6 +349,105 @@ function DetailView(props: { model: JobDetailModel; actions: IDetailActions }): 
   );
 }
 
+/** How far the job got: its cells, where one that did not succeed stopped, its latest printed line. */
+function Progress(props: { job: IJobDetail }): JSX.Element {
+  const { job } = props;
+  const words = progressWords(job);
+  const line = lastPrintedLine(job);
+  return (
+    <>
+      <span
+        className={
+          words.stopped ? `e31-Detail-progress e31-Detail-stopped e31-mod-${job.state}` : 'e31-Detail-progress'
+        }
+        title={words.stopped && job.reason ? job.reason : undefined}
+      >
+        {words.text}
+      </span>
+      <ProgressBar job={job} />
+      {line ? (
+        <code className="e31-Detail-lastLine" title="The last line it printed">
+          {line}
+        </code>
+      ) : null}
+    </>
+  );
+}
+
+/**
+ * What the job's GPUs did: its figures and utilisation over time, or why there are none; the
+ * idle warning, and the GPUs the queue took back. Nothing for a job that never held a GPU.
+ */
+function GpuUse(props: { use: IGpuUse | null | undefined; now: number }): JSX.Element | null {
+  const { use, now } = props;
+  if (!use) {
+    return null;
+  }
+  const returned = use.returned ?? [];
+  return (
+    <section className="e31-Section e31-GpuUse" data-available={String(use.available)}>
+      <h2>GPU use</h2>
+      {use.idle ? (
+        <div className="e31-GpuUse-idle" role="alert" title={`since ${formatTimestamp(use.idle.since)}`}>
+          {use.idle.message}
+        </div>
+      ) : null}
+      {use.available ? (
+        <div className="e31-GpuUse-figures">
+          <dl>
+            {gpuUseFigures(use).map(figure => (
+              <React.Fragment key={figure.label}>
+                <dt>{figure.label}</dt>
+                <dd>{figure.value}</dd>
+              </React.Fragment>
+            ))}
+          </dl>
+          <Sparkline use={use} />
+        </div>
+      ) : (
+        <p className="e31-GpuUse-absent e31-Muted">{absentWords(use)}</p>
+      )}
+      {returned.length ? (
+        <ul className="e31-GpuUse-returned">
+          {returned.map(r => (
+            <li key={`${r.device}@${r.at}`} title={formatTimestamp(r.at)}>
+              {returnedWords(r, new Date(now))}
+            </li>
+          ))}
+        </ul>
+      ) : null}
+    </section>
+  );
+}
+
+const SPARK_WIDTH = 200;
+const SPARK_HEIGHT = 36;
+
+/** Utilisation over the run, 0 to 100%, broken where a sample had none. */
+function Sparkline(props: { use: IGpuUse }): JSX.Element | null {
+  const segments = sparklineSegments(props.use.series ?? [], SPARK_WIDTH, SPARK_HEIGHT);
+  if (!segments.length) {
+    return null;
+  }
+  return (
+    <svg
+      className="e31-Sparkline"
+      viewBox={`-2 -2 ${SPARK_WIDTH + 4} ${SPARK_HEIGHT + 4}`}
+      role="img"
+      aria-label="GPU utilisation over the run, 0 to 100%"
+    >
+      <line className="e31-Sparkline-base" x1={0} x2={SPARK_WIDTH} y1={SPARK_HEIGHT} y2={SPARK_HEIGHT} />
+      {segments.map((segment, i) =>
+        segment.length > 1 ? (
+          <polyline key={i} className="e31-Sparkline-line" points={svgPoints(segment)} />
+        ) : (
+          <circle key={i} className="e31-Sparkline-dot" cx={segment[0][0]} cy={segment[0][1]} r={1.5} />
+        )
+      )}
+    </svg>
+  );
+}
+
 /** The values a cell's job handed back, and how to bring them into a kernel. */
 function Values(props: { model: JobDetailModel; job: IJobDetail }): JSX.Element | null {
   const { model, job } = props;
@@ -382,11 +479,29 @@ function Values(props: { model: JobDetailModel; job: IJobDetail }): JSX.Element 
   );
 }
 
+/** A timeline step's classes: done or not; the ending step in the colours of how the job ended. */
+function stepClass(step: { done: boolean; end?: boolean }, job: IJobDetail): string {
+  if (!step.done) {
+    return '';
+  }
+  return step.end ? `e31-mod-done e31-Timeline-end e31-mod-${job.state}` : 'e31-mod-done';
+}
+
+/** The last step's note: "stopped in cell 3 of 3 · ran 4m", "ran 1h 2m", "running 5m". */
+function endNote(job: IJobDetail, ran: number | null): string {
+  if (!job.finished_at) {
+    return job.state === 'running' ? `running ${formatDuration(ran)}` : '';
+  }
+  const progress = progressWords(job);
+  const where = progress.stopped ? `${progress.text} · ` : '';
+  return where + (ran !== null ? `ran ${formatDuration(ran)}` : job.state);
+}
+
 function Timeline(props: { job: IJobDetail; now: number }): JSX.Element {
   const { job, now } = props;
   const waited = secondsBetween(job.submitted_at, job.started_at ?? job.finished_at, now);
   const ran = secondsBetween(job.started_at, job.finished_at, now);
-  const steps: { label: string; at: string | null; note: string; done: boolean }[] = [
+  const steps: { label: string; at: string | null; note: string; done: boolean; end?: boolean }[] = [
     { label: 'Submitted', at: job.submitted_at, note: '', done: true },
     {
       label: 'Started',
@@ -399,15 +514,10 @@ function Timeline(props: { job: IJobDetail; now: number }): JSX.Element {
       done: !!job.started_at
     },
     {
-      label: job.state === 'suspended' ? 'Suspended' : 'Finished',
+      label: endStepLabel(job),
+      end: true,
       at: job.finished_at,
-      note: job.finished_at
-        ? ran !== null
-          ? `ran ${formatDuration(ran)}`
-          : job.state
-        : job.state === 'running'
-          ? `running ${formatDuration(ran)}`
-          : '',
+      note: endNote(job, ran),
       done: !!job.finished_at
     }
   ];
@@ -415,7 +525,7 @@ function Timeline(props: { job: IJobDetail; now: number }): JSX.Element {
     <>
       <ol className="e31-Timeline">
         {steps.map(step => (
-          <li key={step.label} className={step.done ? 'e31-mod-done' : ''}>
+          <li key={step.label} className={stepClass(step, job)}>
             <span className="e31-Timeline-label">{step.label}</span>
             <span className="e31-Timeline-at">{step.at ? formatTimestamp(step.at) : '—'}</span>
             <span className="e31-Timeline-note">{step.note}</span>
