@@ -325,13 +325,14 @@ class InfoHandler(E31Handler):
     @_answers_errors
     async def get(self):
         """What a client needs: the inbox where a kernel on this machine may stage captured
-        values, who the caller is (the owner name of their jobs), and how the server's job
-        events name them (server/events.py)."""
-        caller = self.caller
+        values, who the caller is (the owner name of their jobs), how the server's job events
+        name them (server/events.py), and what a GPU-hour costs (a submit's estimate)."""
+        caller, settings = self.caller, self.queue.settings
         self.finish({
             "version": __version__, "inbox": str(self.queue.inbox_for(caller)),
             "user": caller.name, "admin": caller.is_admin,
             "events_key": self.settings["e31_events"].owner_key(caller.name),
+            "gpu_hour_rate": settings.gpu_hour_rate, "currency": settings.currency,
         })  # fmt: skip
 
 

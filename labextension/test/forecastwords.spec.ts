@@ -5,6 +5,7 @@ import {
   forecastSentence,
   jobNames,
   jobsWords,
+  rateFromInfo,
   rateFromUsage,
   withJobNames
 } from '../src/model/forecastwords';
@@ -118,5 +119,14 @@ describe('the cost of a queued job', () => {
     expect(rateFromUsage([usage(0.0003, 0.0008)])).toBeNull();
     expect(rateFromUsage([usage(2, 0)])).toEqual({ perGpuHour: 0, currency: 'EUR' });
     expect(rateFromUsage([])).toBeNull();
+  });
+
+  it('takes the rate the server says it charges, and none from a server that does not say', () => {
+    expect(rateFromInfo({ version: '1', gpu_hour_rate: 2.5, currency: 'EUR' })).toEqual(rate);
+    expect(rateFromInfo({ version: '1', gpu_hour_rate: 0, currency: 'USD' })).toEqual({
+      perGpuHour: 0,
+      currency: 'USD'
+    });
+    expect(rateFromInfo({ version: '1' })).toBeNull();
   });
 });

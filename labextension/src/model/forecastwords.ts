@@ -4,7 +4,7 @@
  */
 
 import { formatDuration, formatHours, formatUntil } from './format';
-import { IJob, ISubmitCheck, IUsage } from './types';
+import { IJob, IServerInfo, ISubmitCheck, IUsage } from './types';
 
 /** Job id -> name, for the jobs the caller can see. */
 export type JobNames = ReadonlyMap<string, string>;
@@ -71,6 +71,13 @@ function lineSentence(check: ISubmitCheck, names: JobNames, now: Date): string {
 export interface IRate {
   perGpuHour: number;
   currency: string;
+}
+
+/** The rate the server charges, where it says (`/e31/api/info`); null from an older server. */
+export function rateFromInfo(info: IServerInfo): IRate | null {
+  return typeof info.gpu_hour_rate === 'number'
+    ? { perGpuHour: info.gpu_hour_rate, currency: info.currency ?? '' }
+    : null;
 }
 
 /** GPU-hours enough to tell the rate from a meter's cost, which is rounded to 4 decimals. */

@@ -344,4 +344,7 @@ export interface IServerInfo {
   admin?: boolean;
   /** How the server's job events name the caller as a job's owner. */
   events_key?: string;
+  /** What one GPU-hour costs (an older server does not say). */
+  gpu_hour_rate?: number;
+  currency?: string;
 }

@@ -32,6 +32,7 @@ import {
   estimateCost,
   forecastSentence,
   jobNames,
+  rateFromInfo,
   rateFromUsage
 } from '../model/forecastwords';
 import { IParameter } from '../model/parameters';
@@ -87,7 +88,7 @@ class SubmitForm extends ReactWidget {
     this._names = jobNames(options.jobs ?? []);
     this._rate = rateFromUsage((options.jobs ?? []).map(job => job.meter));
     this._lookAtPool();
-    this._lookAtMeter();
+    this._lookAtRate();
     this._checkSoon();
   }
 
@@ -186,6 +187,22 @@ class SubmitForm extends ReactWidget {
         this.update();
       },
       () => undefined
+    );
+  }
+
+  /** The rate the server charges; from an older server that does not say, the meter's last month. */
+  private _lookAtRate(): void {
+    this.options.api.info().then(
+      info => {
+        const rate = rateFromInfo(info);
+        if (rate) {
+          this._rate = rate;
+          this.update();
+        } else {
+          this._lookAtMeter();
+        }
+      },
+      () => this._lookAtMeter()
     );
   }
 

@@ -19,11 +19,15 @@ from playwright.sync_api import expect
 from support import wait_state, write_notebook
 
 VIEWPORT = {"width": 1440, "height": 900}
-# The meter's report, answered in place of the server's (whose rate is 0 in these tests): 2.50 EUR/GPU-h.
-METER = {
-    "since": "2026-11-01T00:00:00Z", "until": "2026-12-01T00:00:00Z", "gpu_seconds": 14400.0,
-    "gpu_hours": 4.0, "cost": 10.0, "currency": "EUR", "by_user": {}, "by_team": {},
-}  # fmt: skip
+RATE = {"gpu_hour_rate": 2.5, "currency": "EUR"}  # the server's rate is 0 in these tests
+
+
+def with_a_rate(route) -> None:
+    """The server's /e31/api/info, with the rate of RATE."""
+    info = route.fetch()
+    route.fulfill(response=info, json={**info.json(), **RATE})
+
+
 MANY_PARAMETERS = "\n".join(f"option_{i} = {i}  # a setting of the run" for i in range(14))
 
 
@@ -115,7 +119,7 @@ def test_the_forecast_and_its_cost_are_pinned_in_view_in_both_themes(lab, api, p
     )  # fmt: skip
     wait_state(api, baseline["id"], "running")
     write_notebook(lab.root / "tall.ipynb", "x = 1", parameters=MANY_PARAMETERS)
-    page.route(re.compile(r"/e31/api/meter(\?|$)"), lambda route: route.fulfill(json=METER))
+    page.route(re.compile(r"/e31/api/info(\?|$)"), with_a_rate)
     open_lab(page, lab, "submit-dialog-themes")
     for theme in ("JupyterLab Light", "JupyterLab Dark"):
         use_theme(page, theme)
@@ -164,9 +168,12 @@ def test_with_no_notebook_open_a_file_picker_offers_the_notebooks(lab, api, page
     write_notebook(lab.root / "picked.ipynb", "x = 1")
     (lab.root / "notes.txt").write_text("not a notebook")
     open_lab(page, lab, "submit-dialog-picker")
+    expect(page.locator(".jp-DirListing-item").filter(has_text="picked.ipynb")).to_be_visible(timeout=60_000)
     page.locator(".lm-MenuBar-itemLabel", has_text="View").click()
     page.locator(".lm-Menu-item", has_text="Activate Command Palette").click()
-    page.keyboard.type("Submit Notebook as GPU")
+    search = page.locator(".lm-CommandPalette-input")
+    expect(search).to_be_visible()
+    search.fill("Submit Notebook as GPU")  # into the palette's own field, not wherever the focus was
     page.locator(".lm-CommandPalette-item").filter(has_text="Submit Notebook as GPU Job…").click()
 
     picker = page.locator(".jp-Dialog").filter(has_text="Submit which notebook as a GPU job?")
