@@ -7,6 +7,7 @@ on a data directory of the caller's choosing (two of them on one directory share
 from __future__ import annotations
 
 import os
+import secrets
 import signal
 import socket
 import subprocess
@@ -28,7 +29,7 @@ class ServerProcess:
         data_dir: Path,
         gpus: list[str] | None = ("0", "1"),
         root_dir: Path | None = None,
-        token: str = "e31-test-token",
+        token: str | None = None,
         extra_args: list[str] = (),
         log_path: Path | None = None,
         env: dict[str, str] | None = None,
@@ -36,7 +37,9 @@ class ServerProcess:
         self.data_dir = Path(data_dir)
         self.gpus = gpus
         self.root_dir = Path(root_dir or self.data_dir.parent)
-        self.token = token
+        # Its own token: a port taken by another test's server between free_port() and the bind
+        # then answers 403 to wait_ready (and to this test's client), instead of passing for ours.
+        self.token = token or f"e31-test-{secrets.token_hex(8)}"
         self.extra_args = list(extra_args)
         self.log_path = log_path or self.data_dir.parent / f"server-{id(self)}.log"
         self.env = dict(env or {})  # more environment variables for the server, over this process's

@@ -16,6 +16,7 @@ otherwise, or one that has run nothing yet, uses ``start_server``.
 from __future__ import annotations
 
 import itertools
+import secrets
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -25,7 +26,7 @@ from support import token_per_user, wait_for
 
 from e31_jupyter.client import E31Client
 
-ADMIN_TOKEN = "shared-admin-token"
+ADMIN_TOKEN = f"shared-admin-{secrets.token_hex(8)}"  # its own per test process: see ServerProcess.token
 USERS = 300  # tokens made at start: more than any module has tests
 
 

@@ -82,9 +82,14 @@ class JobViews:
         return [self.describe(row, positions) for row in page], (page[-1]["id"] if len(rows) > limit else None)
 
     def transitions(self, job: JobRecord) -> list[dict]:
-        """The job's history: its state changes, and the GPUs the queue took back while it ran."""
-        history = [*self.store.transitions(job.id), *gpu_use_events(job)]
-        return [{**t, "at": iso(t["at"])} for t in sorted(history, key=lambda t: t["at"])]
+        """The job's history: its state changes in the order they were recorded (a cluster's
+        start may bear an earlier time than the submit), and the GPUs the queue took back while
+        it ran, each after the changes recorded before it."""
+        history = self.store.transitions(job.id)
+        for event in gpu_use_events(job):
+            before = [i for i, step in enumerate(history) if step["at"] <= event["at"]]
+            history.insert(before[-1] + 1 if before else len(history), event)
+        return [{**t, "at": iso(t["at"])} for t in history]
 
     def last_change(self) -> int:
         """The number of the newest state change recorded, by any server sharing the store."""
