@@ -20,7 +20,7 @@ from e31_jupyter.cli.listing import describe, format_jobs, format_table
 from e31_jupyter.cli.parser import build_parser
 from e31_jupyter.client import safe_destination
 from e31_jupyter.core.errors import InvalidRequest
-from e31_jupyter.core.text import format_gpu_hours, format_moment, format_seconds, format_until
+from e31_jupyter.core.text import format_gpu_hours, format_moment, format_seconds, format_until, name_gpus
 from e31_jupyter.magics import _cell_parser
 
 PARAMETER_TEXTS = ["3", "-2", "0.5", "1e-3", "nan", "True", "False", "None", "true", "none", "abc", "", "1_0"]
@@ -335,3 +335,16 @@ def test_a_sweep_points_name_follows_its_parameters_when_run_again():
     assert renamed("train[lr=0.1,epochs=5]", {"lr": 0.1, "epochs": 3, "other": 1}) == "train[lr=0.1,epochs=3]"
     for name in ("train", "train[lr]", "train[batch=2]", "a[b]c"):  # not a point of these parameters
         assert renamed(name, {"lr": 0.1}) == name
+
+
+@pytest.mark.parametrize(
+    "devices, text",
+    [
+        (["1"], "GPU 1"),
+        (["0", "1"], "GPUs 0, 1"),
+        (["GPU-aef69e32-bf27"], "GPU-aef69e32-bf27"),
+        (["MIG-GPU-0a1b/1/0", "3"], "MIG-GPU-0a1b/1/0, 3"),
+    ],
+)
+def test_gpus_are_named_once_whether_by_index_or_by_id(devices, text):
+    assert name_gpus(devices) == text

@@ -103,7 +103,7 @@ def test_release_gives_back_only_the_idle_gpus_the_job_holds_no_memory_on():
     taken = _run([(5, readings), (70, readings)], rules)
     assert taken[-1].give_back == ["1"]
     assert sorted(taken[-1].use["idle"]["devices"]) == ["1", "2"]
-    assert "took back GPU(s) 1" in taken[-1].warning
+    assert "took back GPU 1" in taken[-1].warning
 
 
 def test_release_keeps_a_gpu_whose_processes_nvml_cannot_list():

@@ -74,7 +74,7 @@ def test_an_idle_gpu_is_warned_of_in_the_log_then_taken_back_and_off_the_meter(q
     assert job.gpu_use["idle"]["devices"] == ["1"]
     log = jobdir.log.read_text()
     assert log.startswith("epoch 1\n") and "e31: warning: GPU 1 has been below 5% utilisation for 1m" in log
-    assert "took back GPU(s) 1" in log
+    assert "took back GPU 1" in log
     # held: GPU 0 for the whole 100 s, GPU 1 until it was taken back at 65 s
     assert meter.gpu_seconds(job, T + 100) == pytest.approx(100 + 65)
     view = queue.views.describe(job)

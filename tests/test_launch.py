@@ -152,3 +152,24 @@ def test_gpus_may_be_given_as_a_list_or_with_commas(given):
 
     assert E31(gpus=[given]).gpus == ["0", "1"]
     assert E31(gpus=["GPU-0a1b-2c3d", "MIG-GPU-0a1b/1/0"]).gpus == ["GPU-0a1b-2c3d", "MIG-GPU-0a1b/1/0"]
+
+
+@pytest.mark.parametrize(
+    "argument, devices",
+    [
+        ("0,1", ["0", "1"]),
+        ("GPU-e2a52934-ff37-0fcb-2721-e41ac72f245f", ["GPU-e2a52934-ff37-0fcb-2721-e41ac72f245f"]),
+        ("GPU-0a1b,MIG-GPU-0a1b/1/0", ["GPU-0a1b", "MIG-GPU-0a1b/1/0"]),
+        ('["GPU-0a1b", "2"]', ["GPU-0a1b", "2"]),
+    ],
+)
+def test_gpus_on_the_command_line_reach_the_queue_as_given(argument, devices):
+    """The server reads its command line before it knows E31 (an extension's class): a UUID
+    was once read as no setting at all, and the queue handed out every GPU NVML found."""
+    from jupyter_server.serverapp import ServerApp
+
+    from e31_jupyter.server.config import E31
+
+    app = ServerApp()
+    app.parse_command_line([f"--E31.gpus={argument}"])
+    assert E31(config=app.config).gpus == devices

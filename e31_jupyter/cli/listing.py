@@ -16,6 +16,7 @@ from e31_jupyter.core.text import (
     format_size,
     format_until,
     gpu_use_figures,
+    name_gpus,
 )
 
 
@@ -137,7 +138,9 @@ def format_gpu_use(use: dict) -> str:
     lines = [", ".join(gpu_use_figures(use)) or "no figures NVML could give"]
     if use.get("idle"):
         lines.append(f"warning: {use['idle']['message']}")
-    lines += [f"gave back GPU {r['device']} at {format_moment(r['at'])} (idle)" for r in use.get("returned") or []]
+    lines += [
+        f"gave back {name_gpus([r['device']])} at {format_moment(r['at'])} (idle)" for r in use.get("returned") or []
+    ]
     return "\n           ".join(lines)
 
 
@@ -152,7 +155,7 @@ def _checkpoint(saved: dict) -> str:
 
 def _attempt(number: int, attempt: dict) -> str:
     """An earlier run of a resumed job: "1: 10:00 -> 10:04 on GPU 0, failed: timeout ..."."""
-    on = f" on GPU {', '.join(attempt['gpus'])}" if attempt.get("gpus") else ""
+    on = f" on {name_gpus(attempt['gpus'])}" if attempt.get("gpus") else ""
     reason = f": {attempt['reason']}" if attempt.get("reason") else ""
     span = f"{format_moment(attempt.get('started_at'))} -> {format_moment(attempt.get('finished_at'))}"
     return f"{number}: {span}{on}, {attempt.get('state')}{reason}"
@@ -221,7 +224,7 @@ def format_gpus(inventory: dict) -> str:
         f"{inventory[JobState.RUNNING]} running, {inventory[JobState.QUEUED]} queued"
     )
     outside = [
-        f"GPU {gpu['id']}: busy outside the queue, not handed out: "
+        f"{name_gpus([gpu['id']])}: busy outside the queue, not handed out: "
         + ", ".join(_outside_process(p) for p in gpu["outside"])
         for gpu in inventory["gpus"]
         if gpu.get("busy_outside")

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from e31_jupyter.core.text import format_seconds
+from e31_jupyter.core.text import format_seconds, name_gpus
 
 SERIES_MAX = 120  # points a job's series keeps; when full, neighbours are merged in pairs
 GIB = 1 << 30
@@ -170,13 +170,13 @@ def _follow_idle(record: dict, readings: Sequence[DeviceReading], now: float, ru
 
 
 def idle_message(devices: list[str], rules: WatchRules, give_back: list[str]) -> str:
-    which = f"GPU{'s' if len(devices) > 1 else ''} {', '.join(devices)}"
+    which = name_gpus(devices)
     message = (
         f"{which} {'have' if len(devices) > 1 else 'has'} been below {rules.idle_below_pct:g}% utilisation for "
         f"{format_seconds(rules.idle_after_s)}: the job holds {'them' if len(devices) > 1 else 'it'} while others may wait."
     )
     if give_back:
-        return f"{message} The queue took back GPU(s) {', '.join(give_back)} (no memory of the job's on them)."
+        return f"{message} The queue took back {name_gpus(give_back)} (no memory of the job's on them)."
     if rules.release_idle:
         return f"{message} The job's processes hold memory on {'them' if len(devices) > 1 else 'it'}: kept."
     return f"{message} Ask for fewer GPUs, or free them (c.E31.idle_gpu_action = 'release' gives idle ones back)."
@@ -223,7 +223,7 @@ def busy_outside(outside: Mapping[str, list[GpuProcess]], rules: WatchRules) -> 
     for device, processes in outside.items():
         memory = [p.memory_bytes for p in processes]
         if None in memory or sum(m or 0 for m in memory) > rules.outside_memory_bytes:
-            busy[device] = f"GPU {device} is in use outside the queue ({describe_processes(processes)})"
+            busy[device] = f"{name_gpus([device])} is in use outside the queue ({describe_processes(processes)})"
     return busy
 
 

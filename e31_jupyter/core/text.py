@@ -7,6 +7,14 @@ from datetime import datetime, timezone
 from e31_jupyter.core.states import JobState
 
 
+def name_gpus(devices: list[str]) -> str:
+    """Devices as a sentence names them: "GPU 1", "GPUs 0, 1"; a UUID or MIG id names itself
+    ("GPU-aef6…", not "GPU GPU-aef6…")."""
+    if devices and all(device.isdigit() for device in devices):
+        return f"GPU{'s' if len(devices) > 1 else ''} {', '.join(devices)}"
+    return ", ".join(devices)
+
+
 def format_seconds(seconds: float) -> str:
     """A compact span of time: '45s', '12m', '1h30m', '2d3h'."""
     seconds = int(seconds)

@@ -20,8 +20,17 @@ GPU_ID = re.compile(r"\d+|GPU-[0-9A-Fa-f-]+|MIG-[0-9A-Za-z/-]+")  # an index, a 
 SYSTEM_DATA_DIR = "/var/lib/e31"  # the system scheduler's, owned by root
 
 
+class _DeviceList(List):
+    """``--E31.gpus=GPU-…`` reaches E31 as a string the server read before it knew E31. traitlets
+    would read it as a Python literal, and a UUID, which is none, as no setting at all (every GPU):
+    keep the text instead, for ``_split_device_lists``."""
+
+    def from_string(self, s: str) -> list[str]:
+        return [s]
+
+
 class E31(Configurable):
-    gpus = List(
+    gpus = _DeviceList(
         Unicode(),
         default_value=None,
         allow_none=True,

@@ -11,6 +11,7 @@ from e31_jupyter.core.errors import InvalidRequest, NotFound
 from e31_jupyter.core.forecast import Forecast
 from e31_jupyter.core.job import MAX_IDS, MAX_PAGE_SIZE, PAGE_SIZE, iso
 from e31_jupyter.core.states import ACTIVE_STATES, JobState
+from e31_jupyter.core.text import name_gpus
 from e31_jupyter.service import api_json
 from e31_jupyter.service.admission import Caller
 from e31_jupyter.service.job_files import JobFiles
@@ -137,7 +138,12 @@ def gpu_use_events(job: JobRecord) -> list[dict]:
     """The GPUs taken back from a running job (idle), as entries of its history."""
     running = JobState.RUNNING.value
     return [
-        {"at": returned["at"], "from": running, "to": running, "reason": f"gave back GPU {returned['device']}: idle"}
+        {
+            "at": returned["at"],
+            "from": running,
+            "to": running,
+            "reason": f"gave back {name_gpus([returned['device']])}: idle",
+        }
         for attempt in (*job.attempts, job)
         for returned in attempt.get("returned") or ()
     ]

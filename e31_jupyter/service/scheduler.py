@@ -29,7 +29,7 @@ from e31_jupyter.core.forecast import Forecast
 from e31_jupyter.core.job import ON_TIMEOUT_SUSPEND, JobSpec
 from e31_jupyter.core.queue_order import Line
 from e31_jupyter.core.states import SUSPENDS, Cause, JobState, StopRequest
-from e31_jupyter.core.text import format_seconds
+from e31_jupyter.core.text import format_seconds, name_gpus
 from e31_jupyter.execution import accounts, nvml
 from e31_jupyter.execution import gpus as gpu_inventory
 from e31_jupyter.execution.accounts import Account
@@ -332,10 +332,7 @@ class LocalScheduler:
         """Record the job as running on ``devices`` (the meter starts), then start it."""
         if not self.files.jobdir(job_id).path.exists():
             return  # recorded this instant by another server, which is moving its files in place
-        # Device ids, not a count: "granted GPU 1", "granted GPUs 0, 1".
-        granted = (
-            f"granted GPU{'s' if len(devices) > 1 else ''} {', '.join(devices)}" if devices else "started (no GPUs)"
-        )
+        granted = f"granted {name_gpus(devices)}" if devices else "started (no GPUs)"  # devices, not a count
         if not self.store.transition(
             job_id, (JobState.QUEUED,), JobState.RUNNING, granted, now, cause=Cause.SCHEDULER,
             started_at=now, granted=devices,

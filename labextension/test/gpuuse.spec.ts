@@ -3,6 +3,7 @@ import {
   formatMemory,
   formatPercent,
   formatWatts,
+  gpuName,
   gpuUseFigures,
   heldUsedWords,
   outsideWords,
@@ -94,6 +95,16 @@ describe("a job's GPU use", () => {
     expect(absentWords(use)).toBe(NO_NVML);
     expect(absentWords(use)).not.toMatch(/\b0(\.0+)?\s*(%|W|B|GiB)/);
     expect(absentWords({ ...use, why_absent: null })).toBe('No figures could be taken for its GPUs.');
+  });
+
+  it('names a GPU by its index, or by its UUID or MIG id alone', () => {
+    expect(gpuName('1')).toBe('GPU 1');
+    expect(gpuName('GPU-aef69e32-bf27')).toBe('GPU-aef69e32-bf27');
+    expect(gpuName('MIG-GPU-0a1b/1/0')).toBe('MIG-GPU-0a1b/1/0');
+    const at = new Date(2024, 5, 3, 10, 42).toISOString();
+    expect(returnedWords({ device: 'GPU-aef6', at }, new Date(2024, 5, 3, 12))).toBe(
+      'gave back GPU-aef6 at 10:42, idle'
+    );
   });
 
   it('says which GPUs it gave back, and when', () => {

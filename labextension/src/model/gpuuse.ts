@@ -88,9 +88,14 @@ export function absentWords(use: IGpuUse): string {
   return use.why_absent || 'No figures could be taken for its GPUs.';
 }
 
+/** A device as a sentence names it: "GPU 1"; a UUID or MIG id names itself ("GPU-aef6…"). */
+export function gpuName(id: string): string {
+  return /^\d+$/.test(id) ? `GPU ${id}` : id;
+}
+
 /** A GPU the queue took back: "gave back GPU 1 at 10:42, idle". */
 export function returnedWords(returned: IGpuReturned, now: Date = new Date()): string {
-  return `gave back GPU ${returned.device} at ${formatTime(returned.at, now)}, idle`;
+  return `gave back ${gpuName(returned.device)} at ${formatTime(returned.at, now)}, idle`;
 }
 
 export type SparkPoint = [number, number];
@@ -134,7 +139,7 @@ function round(value: number): number {
 /** Who holds a GPU outside the queue: "GPU 1 busy outside the queue: bob 3.2 GiB, pid 4242". */
 export function outsideWords(gpu: IGpu): string {
   const processes = (gpu.outside ?? []).map(processWords).join(', ');
-  return `GPU ${gpu.id} busy outside the queue${processes ? `: ${processes}` : ''}`;
+  return `${gpuName(gpu.id)} busy outside the queue${processes ? `: ${processes}` : ''}`;
 }
 
 function processWords(process: IOutsideProcess): string {

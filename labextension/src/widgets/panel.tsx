@@ -26,7 +26,7 @@ import {
   jobSummary,
   sweepName
 } from '../model/format';
-import { outsideWords } from '../model/gpuuse';
+import { gpuName, outsideWords } from '../model/gpuuse';
 import { rovingIndex } from '../model/roving';
 import { ALL_STATES, IGpu, IGpuInventory, IJob, isActive, isCancellable } from '../model/types';
 import { ProgressBar, StateBadge, useTicker } from './common';
@@ -312,7 +312,7 @@ function gpuWords(gpu: IGpu): string {
   if (gpu.busy_outside) {
     return outsideWords(gpu);
   }
-  return `GPU ${gpu.id}: ${gpu.busy ? `busy${gpu.job_name ? ` (${gpu.job_name})` : ''}` : 'free'}`;
+  return `${gpuName(gpu.id)}: ${gpu.busy ? `busy${gpu.job_name ? ` (${gpu.job_name})` : ''}` : 'free'}`;
 }
 
 function gpuModifier(gpu: IGpu): string {

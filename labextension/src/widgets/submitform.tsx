@@ -36,6 +36,7 @@ import {
   rateFromUsage
 } from '../model/forecastwords';
 import { IParameter } from '../model/parameters';
+import { gpuName } from '../model/gpuuse';
 import { IGpuInventory, IJob, IResubmitRequest, ISubmitCheck, ISubmitRequest, ISubmittedJob } from '../model/types';
 import { ActingDialog, AfterField, Field } from './common';
 
@@ -368,7 +369,7 @@ function PoolLine(props: { pool: IGpuInventory | null }): JSX.Element {
     <div className="e31-SubmitForm-pool">
       <span className="e31-Pool-gpus">
         {pool.gpus.map(g => (
-          <span key={g.id} className={`e31-Pool-gpu${g.busy ? ' e31-mod-busy' : ''}`} title={`GPU ${g.id}`} />
+          <span key={g.id} className={`e31-Pool-gpu${g.busy ? ' e31-mod-busy' : ''}`} title={gpuName(g.id)} />
         ))}
       </span>
       <span>
