@@ -35,7 +35,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from scheduling import replay_arguments, window_jobs  # noqa: E402
 
 from e31_jupyter.core.forecast import FORECAST_JOBS, expected_starts  # noqa: E402
-from e31_jupyter.core.policy import POLICIES, Snapshot  # noqa: E402
+from e31_jupyter.core.policies import POLICIES  # noqa: E402
+from e31_jupyter.core.policy import Snapshot  # noqa: E402
 from e31_jupyter.core.runtimes import RuntimeModel, quantile  # noqa: E402
 from e31_jupyter.core.simulator import Simulation  # noqa: E402
 

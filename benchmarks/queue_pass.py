@@ -43,7 +43,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from scheduling import policy_names  # noqa: E402
 
-from e31_jupyter.core.policy import POLICIES  # noqa: E402
+from e31_jupyter.core.policies import POLICIES  # noqa: E402
 from e31_jupyter.service.queue import Queue  # noqa: E402
 from e31_jupyter.service.settings import Settings  # noqa: E402
 

@@ -45,7 +45,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from e31_jupyter.core.machines import Cluster  # noqa: E402
-from e31_jupyter.core.policy import POLICIES, Pending, Running, Snapshot  # noqa: E402
+from e31_jupyter.core.policies import POLICIES  # noqa: E402
+from e31_jupyter.core.policy import Pending, Running, Snapshot  # noqa: E402
 from e31_jupyter.core.runtimes import RuntimeModel, UrgentDemand  # noqa: E402
 from e31_jupyter.core.simulator import (  # noqa: E402
     DEADLINE_MODELS,

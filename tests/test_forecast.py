@@ -6,7 +6,8 @@ import pytest
 
 from e31_jupyter.core.forecast import FORECAST_JOBS, expected_starts, run_forward
 from e31_jupyter.core.machines import Cluster
-from e31_jupyter.core.policy import POLICIES, Pending, Running, Snapshot
+from e31_jupyter.core.policies import POLICIES
+from e31_jupyter.core.policy import Pending, Running, Snapshot
 from e31_jupyter.core.runtimes import RuntimeModel, UrgentDemand
 
 NOW = 100_000.0

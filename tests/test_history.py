@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
+from e31_jupyter.core.e31_policy import expected_runtime
 from e31_jupyter.core.fairshare import FAIR_SHARE_HALF_LIFE_S, decayed
-from e31_jupyter.core.policy import expected_runtime
 from e31_jupyter.core.states import Cause
 from e31_jupyter.service.policy_input import HISTORY_HALF_LIVES, History, pending
 from e31_jupyter.service.store import Store

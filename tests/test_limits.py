@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from e31_jupyter.core.policy import POLICIES
+from e31_jupyter.core.policies import POLICIES
 from e31_jupyter.core.simulator import TraceJob, simulate
 
 LIMITS = Path(__file__).resolve().parent.parent / "benchmarks" / "limits.py"

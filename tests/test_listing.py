@@ -8,7 +8,7 @@ import pytest
 import requests
 from support import ts, wait_for, wait_state, write_notebook
 
-from e31_jupyter.core import policy
+from e31_jupyter.core import policies
 from e31_jupyter.core.machines import Cluster
 from e31_jupyter.core.policy import Pending, Snapshot
 from e31_jupyter.core.queue_order import Line
@@ -74,7 +74,7 @@ def _snapshot() -> Snapshot:
 
 def test_a_line_gives_the_policys_order_and_takes_joins_and_leaves():
     jobs = [Pending(f"j{i}", 1, submitted_at=i, max_runtime=60, estimate=60, deadline=5000 - 100 * i) for i in range(6)]
-    edf = policy.POLICIES["edf"]
+    edf = policies.POLICIES["edf"]
     line = Line(edf.priority, _snapshot(), jobs[:5])
     order = [j.id for j in edf.order(jobs[:5], _snapshot())]
     assert [j.id for j in line.ordered] == order

@@ -7,8 +7,10 @@ from dataclasses import replace
 
 import pytest
 
+from e31_jupyter.core.e31_policy import E31_LONG_SHARE, e31_lane
 from e31_jupyter.core.machines import Cluster
-from e31_jupyter.core.policy import E31_LONG_SHARE, POLICIES, Pending, Policy, Running, Snapshot, e31_lane
+from e31_jupyter.core.policies import POLICIES
+from e31_jupyter.core.policy import Pending, Policy, Running, Snapshot
 from e31_jupyter.core.runtimes import RuntimeModel, UrgentDemand
 from e31_jupyter.core.simulator import TraceJob, simulate
 

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import random
 
+from e31_jupyter.core.baselines import edf_order, edf_walk
 from e31_jupyter.core.machines import Cluster
-from e31_jupyter.core.policy import Decision, Pending, Running, Snapshot, edf_order, edf_walk
+from e31_jupyter.core.policy import Decision, Pending, Running, Snapshot
 
 
 def edf_backfill(pending: list[Pending], running: list[Running], total_gpus: int, now: float) -> Decision:

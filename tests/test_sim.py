@@ -14,7 +14,8 @@ from pathlib import Path
 import pytest
 
 from e31_jupyter.core.fairshare import FAIR_SHARE_HALF_LIFE_S, Usage, decayed
-from e31_jupyter.core.policy import POLICIES, Policy
+from e31_jupyter.core.policies import POLICIES
+from e31_jupyter.core.policy import Policy
 from e31_jupyter.core.simulator import (
     Outcome,
     Preemption,

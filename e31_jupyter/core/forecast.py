@@ -26,8 +26,9 @@ from dataclasses import dataclass, field, replace
 from itertools import count
 from typing import Any
 
+from e31_jupyter.core.e31_policy import expected_runtime
 from e31_jupyter.core.machines import Cluster
-from e31_jupyter.core.policy import Decision, Pending, Running, Snapshot, expected_runtime
+from e31_jupyter.core.policy import Decision, Pending, Running, Snapshot
 from e31_jupyter.core.runtimes import Demand
 
 FORECAST_JOBS = 200  # jobs at the head of the line that get an expected start

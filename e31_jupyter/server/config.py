@@ -11,9 +11,10 @@ from traitlets import Bool, Enum, Float, Int, List, TraitError, Unicode, default
 from traitlets.config import Configurable
 
 from e31_jupyter.client import SYSTEM_SOCKET  # noqa: F401 (where e31 serve --system listens)
+from e31_jupyter.core.e31_policy import E31_LONG_SHARE
 from e31_jupyter.core.errors import InvalidRequest
 from e31_jupyter.core.job import parse_cpus, parse_duration, parse_memory
-from e31_jupyter.core.policy import DEFAULT_POLICY, E31_LONG_SHARE, POLICIES
+from e31_jupyter.core.policies import DEFAULT_POLICY, POLICIES
 from e31_jupyter.execution.job_env import check_configured
 
 GPU_ID = re.compile(r"\d+|GPU-[0-9A-Fa-f-]+|MIG-[0-9A-Za-z/-]+")  # an index, a UUID, a MIG device
@@ -124,7 +125,7 @@ class E31(Configurable):
         default_value=DEFAULT_POLICY,
         help="The scheduling policy: e31 (deadline-aware fair share, the default), e31-preempt (e31 "
         "that may suspend jobs: c.E31.preempt), edf, backfill (as Slurm does it), sjf or fifo. See "
-        "e31_jupyter/core/policy.py.",
+        "e31_jupyter/core/policies.py.",
     ).tag(config=True)
 
     long_jobs_share = Float(

@@ -11,7 +11,7 @@ from traitlets import TraitError
 from e31_jupyter.core.errors import E31Error
 from e31_jupyter.core.gpu_use import WatchRules
 from e31_jupyter.core.job import parse_duration
-from e31_jupyter.core.policy import DEFAULT_POLICY, PREEMPTING
+from e31_jupyter.core.policies import DEFAULT_POLICY, PREEMPTING
 from e31_jupyter.execution import accounts, backends, gpus
 from e31_jupyter.server.config import E31
 from e31_jupyter.server.events import JobEvents

@@ -22,7 +22,7 @@ import time
 from pathlib import Path
 from typing import Protocol
 
-from e31_jupyter.core import policy
+from e31_jupyter.core import policies, policy
 from e31_jupyter.core.after import broken_reason
 from e31_jupyter.core.errors import Conflict, E31Error
 from e31_jupyter.core.forecast import Forecast
@@ -124,7 +124,7 @@ class LocalScheduler:
         self.settings = settings
         self.clock = clock
         self.data_dir = data_dir
-        self.policy = policy.POLICIES[settings.policy]
+        self.policy = policies.POLICIES[settings.policy]
         self.leadership = Leadership(data_dir, elected=self._elected, tick=self._tick)
         self.retention = Retention(files, settings.delete_files_after_s)
         self.inventory: list[str] = settings.inventory or []  # a cluster's has none: not this scheduler

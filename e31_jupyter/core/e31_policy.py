@@ -1,0 +1,318 @@
+"""e31's own policies, pure, on ``policy.py``'s walk:
+
+- ``e31``, the default: earliest deadline first with EASY backfill; run times learned from
+  finished jobs decide when a waiting job expires (more likely than not to miss); a lane of GPUs
+  long jobs that can wait leave free for short and urgent ones; a share of the GPUs for jobs that
+  run for days; a fair-share nudge (``e31_priority``, ``e31_lane``, ``LongJobs``, ``e31_walk``).
+- ``e31-preempt``: ``e31``, and running jobs that keep checkpoints may be suspended for a job
+  that would otherwise miss its deadline, when they can afford it (``e31_preempt_walk``, ``Room``).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from functools import cached_property
+
+from e31_jupyter.core.machines import Cluster
+from e31_jupyter.core.policy import Decision, Pending, Running, Snapshot, late, walk
+
+# --- e31 -------------------------------------------------------------------------------------
+
+E31_LANE_MAX = 0.30  # the most of the GPUs the lane for jobs that cannot wait takes
+E31_SHORT_S = 3600.0  # a job expected to take at most this is short
+E31_URGENT_S = 900.0  # a job that must start within this to make its deadline is urgent
+E31_FAIR_SHARE = 0.25  # how far (in expected run times) fair-share moves a job in the queue
+E31_GIVE_UP = 0.5  # a waiting job expires when it would miss even if it took this quantile of run time
+E31_LONG_S = 24 * 3600.0  # a job expected to hold its GPUs longer than this is long
+E31_LONG_SHARE = 0.6  # long jobs that can wait start only while long jobs hold at most this share of the GPUs
+E31_LONG_SLACK = 0.5  # a long job can wait while its deadline leaves it this many run times of slack
+# A job asking for more GPUs is large: exempt from the lane and the long jobs' share (it could
+# rarely start if it had to leave GPUs free). A count of GPUs, not the machine's size: on
+# machines of 4 GPUs the common 8-GPU job would otherwise be one.
+E31_LARGE_GPUS = 8
+
+# How an expired job's run time was judged ("deadline can no longer be met: ... (<this>)").
+LEARNED_FROM_TEAM = "as its team's finished jobs suggest"
+LEARNED_FROM_UNDECLARED = (
+    "as jobs that declared no run time took here; give it an expected run time "
+    "(--expected-runtime) to be judged by that instead"
+)
+
+
+def expected_runtime(job: Pending, snap: Snapshot, q: float = 0.5) -> float:
+    """What the job will take (with probability ``q``): what it declared, scaled by the q-quantile
+    of actual / declared over its team's finished jobs whose ratio is consistent with the job's
+    deadline window (``RuntimeModel.runtime``); one that declared nothing, by what finished jobs
+    that declared nothing took. Never more than its limit; 0 when nothing says."""
+    if q != 0.5:
+        return _learned_runtime(job, snap, q)
+    median = snap._medians.get(job.id)
+    if median is None:
+        median = snap._medians[job.id] = _learned_runtime(job, snap, 0.5)
+    return median
+
+
+def _learned_runtime(job: Pending, snap: Snapshot, q: float) -> float:
+    window = job.deadline - job.submitted_at if job.deadline is not None else None
+    return min(snap.runtimes.runtime(job.team, job.estimate, window, q), job.max_runtime)
+
+
+def e31_priority(job: Pending, snap: Snapshot) -> tuple:
+    """Earliest deadline first, whatever the job's size, a deadline moved later for a team that
+    used more than its share of recent GPU time and earlier for one that used less (by up to
+    2 x E31_FAIR_SHARE expected run times). A large job is not put first: where large jobs are
+    common, serving them ahead of every deadline costs more deadlines than it saves; it is kept
+    from starving as in edf, by the reservation it holds once it is first in line."""
+    if job.deadline is None:
+        return (math.inf, job.submitted_at, job.id)
+    return (job.deadline + snap.per_team(_fair_shift, job.team) * expected_runtime(job, snap), job.submitted_at, job.id)
+
+
+def _fair_shift(snap: Snapshot, team: str) -> float:
+    """How many expected run times fair-share moves the team's deadlines later (earlier when
+    negative): E31_FAIR_SHARE x log2 of its share used, the log kept between -2 and 2."""
+    return E31_FAIR_SHARE * max(-2.0, min(2.0, math.log2(max(snap.share_used(team), 0.25))))
+
+
+def e31_lane(snap: Snapshot) -> int:
+    """GPUs kept free of long jobs that can wait: as many as short jobs that could not wait
+    (``UrgentDemand``) held in this hour or the last, at their declared GPU time x
+    everyone's median actual / declared, at most E31_LANE_MAX of the GPUs. Where such jobs keep
+    coming, they find GPUs free instead of behind jobs that hold theirs for days; where deadlines
+    leave hours, the lane is empty and no GPU idles for a job that never comes."""
+    if snap.demand is None:
+        return 0
+    peak = snap.demand.lately(snap.now) * snap.runtimes.ratio(None, 0.5)
+    return int(min(peak, E31_LANE_MAX * snap.cluster.gpus))
+
+
+def e31_walk(ordered: Sequence[Pending], snap: Snapshot) -> Decision:
+    """EASY backfill in ``e31_priority`` order, with rules of its own:
+
+    - A job expires when it is more likely than not to miss its deadline: when it cannot start
+      now and its expected run time (``expected_runtime``, learned from finished jobs, not the
+      over-estimated declared time) no longer fits before the deadline. Its GPUs go to jobs that
+      can still make theirs.
+    - Long jobs (expected over E31_LONG_S) that can wait (their deadline leaves E31_LONG_SLACK
+      run times of slack, or they have none) start only while long jobs hold at most
+      E31_LONG_SHARE of the GPUs (``LongJobs``; the queue's ``long_jobs_share``): the rest turn
+      over within a day, so a burst finds GPUs freeing every hour instead of a cluster given to
+      jobs that end next week. While no short job came for a day, there is nothing to keep the
+      rest for, and the share does not hold.
+    - The last GPUs are a lane (``e31_lane``) for short jobs (expected <= E31_SHORT_S) and urgent
+      ones (latest start within E31_URGENT_S): a long job that can wait does not take them, so a
+      burst of short jobs that cannot wait finds GPUs free. Jobs too big to ever leave the lane
+      free are exempt.
+
+    Large jobs (more than E31_LARGE_GPUS) are exempt from both.
+    """
+    now = snap.now
+    lane = e31_lane(snap)
+    long_jobs = LongJobs(snap)
+
+    def held_back(job: Pending, cluster: Cluster) -> str:
+        if job.gpus > E31_LARGE_GPUS:
+            return ""
+        expected = expected_runtime(job, snap)
+        is_long = expected > E31_LONG_S
+        if is_long and _can_wait(job, expected, now, E31_LONG_SLACK * expected) and not long_jobs.admit(job.gpus):
+            return long_jobs.reason(job, expected)
+        if not _leaves_lane(job, expected, cluster, lane, now):
+            return (
+                f"the last {lane} GPUs are kept for short and urgent jobs, and it is "
+                f"expected to run {expected / 3600:.1f} h and is not urgent"
+            )
+        if is_long:
+            long_jobs.let_in(job)
+        return ""
+
+    def hopeless(job: Pending) -> str:
+        if _can_wait(job, job.max_runtime, now, 0.0):
+            return ""  # even its time limit ends in time, and no expected run time exceeds it: no need to learn one
+        judged_by = LEARNED_FROM_TEAM if job.estimate else LEARNED_FROM_UNDECLARED
+        return late(job, now, expected_runtime(job, snap, E31_GIVE_UP), judged_by)
+
+    return walk(ordered, snap, hopeless=hopeless, held_back=held_back, started=long_jobs.started)
+
+
+class LongJobs:
+    """The GPUs long jobs (expected over E31_LONG_S, not large) hold during a pass, and
+    the most they may hold while they can wait. The share goes in line order: a long job let in
+    keeps its part for the rest of the pass even when it finds no place yet (the only GPUs for
+    it are those the reservation will need), so a long job behind it in line cannot take the
+    share first and keep it for days. Counted on first use: most passes start no long job, and
+    counting goes through every running job."""
+
+    def __init__(self, snap: Snapshot):
+        self.snap = snap
+        self.share = E31_LONG_SHARE if snap.long_share is None else snap.long_share
+        self.limit = self.share * snap.cluster.gpus
+        self._waiting: dict[str, int] = {}  # long jobs let in this pass that found no place yet: their GPUs
+
+    @cached_property
+    def held(self) -> int:
+        """A running job counts when it is long by what it was expected to take, as
+        ``expected_runtime`` without a deadline: declared x its team's median actual / declared,
+        or what jobs that declared nothing took; never more than its limit, so a job whose limit
+        is a day or less never counts. Each team's figures are looked up once: a replay counts
+        hundreds of running jobs on most of its passes."""
+        model = self.snap.runtimes
+        maybe = [r for r in self.snap.running if r.gpus <= E31_LARGE_GPUS and r.max_runtime > E31_LONG_S]
+        teams = {r.team for r in maybe}
+        ratio = {team: model.ratio(team, 0.5) for team in teams}
+        undeclared = {team: model.runtime(team, 0.0, None, 0.5) for team in teams}
+        return sum(
+            r.gpus for r in maybe if (r.estimate * ratio[r.team] if r.estimate > 0 else undeclared[r.team]) > E31_LONG_S
+        )
+
+    def admit(self, gpus: int) -> bool:
+        """Whether a long job of ``gpus`` may start; the first always may, however many it asks
+        for, so a small cluster still runs its long jobs one by one. Without short jobs in the
+        last day there is nothing to turn the GPUs over for, so any may."""
+        taken = self.held + self.kept
+        return taken == 0 or taken + gpus <= self.limit or not self._short_jobs_lately
+
+    @property
+    def _short_jobs_lately(self) -> bool:
+        demand = self.snap.demand
+        return demand is None or demand.came_lately(self.snap.now)
+
+    @property
+    def kept(self) -> int:
+        return sum(self._waiting.values())
+
+    def let_in(self, job: Pending) -> None:
+        self._waiting[job.id] = job.gpus
+
+    def started(self, job: Pending) -> None:
+        """Told of every job the walk starts: a long job let in now holds its GPUs."""
+        if job.id in self._waiting:
+            self.held += self._waiting.pop(job.id)
+
+    def reason(self, job: Pending, expected: float) -> str:
+        share = f"{self.share:.0%} of the GPUs ({math.floor(self.limit)})"  # a job holds whole GPUs
+        until = "one of them ends"
+        quiet = self.snap.demand.quiet_from() if self.snap.demand is not None else None
+        if quiet is not None:
+            hours = (quiet - self.snap.now) / 3600
+            until += f", or a day after the last short job came (in {hours:.1f} h if no other comes)"
+        if job.deadline is not None:
+            until += ", or as its deadline draws near"
+        kept = f" and {self.kept} more are kept for such jobs ahead of it in line" if self.kept else ""
+        return (
+            f"jobs expected to run over {E31_LONG_S / 3600:.0f} h already hold {self.held} GPUs{kept}, "
+            f"and such jobs may hold at most {share} while they can wait and short jobs keep coming; "
+            f"it is expected to run {expected / 3600:.1f} h and starts when {until}"
+        )
+
+
+def _leaves_lane(job: Pending, expected: float, cluster: Cluster, lane: int, now: float) -> bool:
+    """Whether a job may take GPUs now without eating into the lane kept for short and urgent jobs."""
+    if job.gpus > cluster.gpus - lane or cluster.free_gpus - job.gpus >= lane:
+        return True  # too big to leave the lane free anyway, or room beside it
+    return expected <= E31_SHORT_S or not _can_wait(job, expected, now, E31_URGENT_S)
+
+
+def _can_wait(job: Pending, expected: float, now: float, margin: float) -> bool:
+    """Whether the job would still make its deadline starting ``margin`` from now (always, without one)."""
+    return job.deadline is None or job.deadline - expected - now > margin
+
+
+# --- e31-preempt ------------------------------------------------------------------------------
+
+
+def e31_preempt_walk(ordered: Sequence[Pending], snap: Snapshot) -> Decision:
+    """``e31_walk``; then a waiting job that will miss its deadline unless it starts now (its
+    latest start is within E31_URGENT_S, and it finds no GPUs) may have running jobs that keep
+    checkpoints suspended to start on their GPUs, when that is worth it:
+
+    - each of them can afford it: it still meets its own deadline (or has none) if it starts
+      again only once the job it made room for is expected to end and takes all of its time
+      limit, redoing what it did since its last checkpoint and paying the restore
+      (``Snapshot.restore_s``);
+    - the GPU time they lose (since their last checkpoint, and the restore) is less than the GPU
+      time of the job they make room for: a deadline is saved for less than it costs.
+
+    The cheapest to suspend go first, and only those on the machines the job takes. A job whose
+    deadline cannot be met even now is not helped, and none is suspended for a job that fits but
+    was held back by e31's own rules."""
+    decision = e31_walk(ordered, snap)
+    suspendable = [r for r in snap.running if r.checkpointed_at is not None]
+    if not suspendable:
+        return decision
+    room: Room | None = None  # made for the first job that cannot wait: most passes have none
+    gone = set(decision.start) | {job_id for job_id, _ in decision.expire}
+    now = snap.now
+    for job in ordered:
+        # _can_wait with its whole limit (no expected run time is longer), written out: a pass
+        # asks it of every queued job
+        if job.deadline is None or job.deadline - job.max_runtime - now > E31_URGENT_S or job.id in gone:
+            continue
+        expected = expected_runtime(job, snap)
+        if _can_wait(job, expected, now, E31_URGENT_S) or now + expected > job.deadline:
+            continue  # it may still find GPUs in time, or it misses whatever is done
+        room = room or Room(snap, ordered, decision, suspendable)
+        made = room.make(job, expected)
+        if made is not None:
+            victims, machines = made
+            decision.start.append(job.id)
+            decision.placement[job.id] = machines
+            decision.suspend.extend((victim.id, job.id) for victim in victims)
+            decision.held_back.pop(job.id, None)
+    return decision
+
+
+@dataclass(frozen=True)
+class Suspendable:
+    """A running job that may be suspended, weighed once a pass."""
+
+    job: Running
+    loss: float  # GPU-seconds a suspend costs it: what it did since its last checkpoint, and the restore
+    again_by: float  # the latest it may start again and still meet its deadline on all of its limit
+
+
+class Room:
+    """The GPUs after a pass's starts, and the running jobs that may still be suspended to make
+    room for a job that cannot wait, cheapest first."""
+
+    def __init__(self, snap: Snapshot, ordered: Sequence[Pending], decision: Decision, suspendable: list[Running]):
+        self.snap = snap
+        self.cluster = snap.cluster.copy()
+        gpus = {job.id: job.gpus for job in ordered if job.id in decision.placement}
+        for job_id, machines in decision.placement.items():
+            self.cluster.hold(machines, gpus[job_id])
+        self.suspendable = sorted((self._weigh(job) for job in suspendable), key=lambda s: s.loss)
+
+    def _weigh(self, job: Running) -> Suspendable:
+        snap = self.snap
+        checkpointed = snap.checkpointed(job) if snap.checkpointed is not None else job.checkpointed_at
+        assert checkpointed is not None  # only such jobs are suspendable
+        loss = job.gpus * (snap.now - checkpointed + snap.restore_s)
+        left = job.max_runtime - (checkpointed - job.started_at) + snap.restore_s  # of its limit, after the suspend
+        return Suspendable(job, loss, math.inf if job.deadline is None else job.deadline - left)
+
+    def make(self, job: Pending, expected: float) -> tuple[list[Running], tuple[int, ...]] | None:
+        """The running jobs to suspend for ``job`` and where it starts; None when it is not worth it."""
+        if self.cluster.fits(job.gpus):
+            return None  # GPUs are free: e31's own rules held it back, not a lack of room
+        again_at = self.snap.now + expected  # when the jobs suspended for it are sure to get GPUs back
+        trial, freed = self.cluster.copy(), []
+        for candidate in self.suspendable:
+            if trial.fits(job.gpus):
+                break
+            if candidate.again_by >= again_at:
+                trial.release(candidate.job.machines, candidate.job.gpus)
+                freed.append(candidate)
+        machines = trial.place(job.gpus)
+        if machines is None:
+            return None
+        victims = [c for c in freed if set(c.job.machines) & set(machines)]
+        if sum(c.loss for c in victims) >= job.gpus * expected:
+            return None
+        for victim in victims:
+            self.cluster.release(victim.job.machines, victim.job.gpus)
+            self.suspendable.remove(victim)
+        self.cluster.hold(machines, job.gpus)
+        return [victim.job for victim in victims], machines
