@@ -32,6 +32,7 @@ from e31_jupyter.core.text import (
     format_seconds,
     format_size,
     gpu_use_figures,
+    name_gpus,
     ordinal,
 )
 from e31_jupyter.notebook.job_notebook import CELL_TAG
@@ -116,8 +117,8 @@ def status_line(job: dict, pool: dict | None = None) -> str:
             text += f" · {pool['total'] - pool['free']} of {pool['total']} GPUs busy ({pool[JobState.RUNNING]} jobs)"
         return text
     if state == JobState.RUNNING:
-        gpus = ", ".join(job["gpus"]) or "none"
-        text = f"GPUs {gpus} · running for {format_seconds(_elapsed(job))} · {format_meter(job['meter'])}"
+        gpus = name_gpus(job["gpus"]) if job["gpus"] else "no GPUs"
+        text = f"{gpus} · running for {format_seconds(_elapsed(job))} · {format_meter(job['meter'])}"
         return text + "".join(f" · {words}" for words in format_outlook(job))
     return f"{format_meter(job['meter'])} · ended {format_moment(job.get('finished_at'), seconds=False) or '-'}"
 

@@ -15,7 +15,7 @@ from kernels import job_id_in as _job_id
 from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook
 from shared_server import server, shared_server  # noqa: F401 (fixtures: one server, a user per test)
 
-from e31_jupyter.core.cell_words import cell_words, died_in, raised
+from e31_jupyter.core.cell_words import as_the_user_counts, cell_words, died_in, raised, users_cells
 from e31_jupyter.notebook.checks import syntax_warnings
 from e31_jupyter.notebook.job_notebook import cell_notebook
 
@@ -76,6 +76,24 @@ def test_papermills_notes_on_a_failed_cell_are_not_counted_and_a_long_first_line
     assert cell_words(cells, 9) == "cell 10"  # an index these cells do not have: as given
 
 
+def test_progress_counts_the_users_cells_as_a_failures_reason_numbers_them():
+    cells = _as_papermill_runs_it(_submitted(new_code_cell("fit()"), new_code_cell("save()")))
+    users = users_cells(cells)
+    assert len(cells) == 7 and users == [0, 1, 3, 4, 5, 6]  # papermill's cell 2 is not the user's
+    failed = {"cells_done": 6, "cells_total": 7, "current_cell": None, "users_cells": users}  # fit() failed
+    assert as_the_user_counts(failed) == {"cells_done": 5, "cells_total": 6, "current_cell": None}
+    assert cell_words(cells, 5, of_all=True) == "cell 5 of 6 ('fit()')"  # the same cell, the same count
+    running = {**failed, "cells_done": 4, "current_cell": 4}
+    assert as_the_user_counts(running) == {"cells_done": 3, "cells_total": 6, "current_cell": 3}
+    setting_parameters = {**failed, "cells_done": 2, "current_cell": 2}
+    assert as_the_user_counts(setting_parameters)["current_cell"] is None
+    # a %%e31 cell's job (all its cells e31's) and a job recorded before: papermill's counts
+    assert as_the_user_counts({"cells_done": 2, "cells_total": 3, "users_cells": []})["cells_total"] == 3
+    assert as_the_user_counts({"cells_done": 2, "cells_total": 3, "current_cell": 2}) == {
+        "cells_done": 2, "cells_total": 3, "current_cell": 2,
+    }  # fmt: skip
+
+
 def test_a_notebook_files_json_is_read_as_nbformat_reads_it():
     cells = json.loads(nbformat.writes(new_notebook(cells=_submitted(new_code_cell("fit()\nplot()")))))["cells"]
     cells[4]["source"] = ["fit()\n", "plot()"]  # as a notebook file may store it
@@ -124,6 +142,8 @@ def test_a_failing_notebook_cell_is_named_in_the_reason_as_the_submit_warning_na
     job = client.submit(path=str(tmp_path / "fails.ipynb"), parameters={"epochs": 3})
     job = wait_state(client, job["id"], "failed", "succeeded")
     assert job["reason"] == "cell 5 ('assert epochs == 1, epochs') raised AssertionError: 3"
+    # where it stopped, counted as the reason counts: cell 5 of the user's 6 (papermill ran 7)
+    assert job["progress"]["cells_done"] == 5 and job["progress"]["cells_total"] == 6
     broken = _submitted(new_code_cell("assert epochs == (1"), new_code_cell("never = True"))
     nbformat.write(new_notebook(cells=broken, metadata=PYTHON), tmp_path / "typo.ipynb")
     (warning,) = client.check(path=str(tmp_path / "typo.ipynb"), parameters={"epochs": 3})["warnings"]

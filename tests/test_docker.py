@@ -95,7 +95,7 @@ def test_a_notebook_job_runs_in_a_container_and_its_outputs_are_collected(engine
     assert where == {"hostname": container.id[:12], "job": job["id"], "cuda": "", "nvidia": "void"}
     assert "hi from a container" in client.log_tail(job["id"], 200)  # the worker's log, as locally
     assert "hi from a container" in client.report(job["id"])
-    assert job["progress"]["cells_done"] == job["progress"]["cells_total"] == 5  # + injected cell
+    assert job["progress"]["cells_done"] == job["progress"]["cells_total"] == 4  # the user's (not the injected one)
     assert engine.job_containers(job["id"]) == []  # release removed the container
 
 

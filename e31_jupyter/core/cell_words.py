@@ -12,6 +12,7 @@ since the magics import this module into the user's kernel (through checks).
 
 from __future__ import annotations
 
+from bisect import bisect_left
 from collections.abc import Mapping, Sequence
 
 from e31_jupyter.core.job import CELL_TAG, RESULTS_TAG, SETUP_TAG
@@ -70,6 +71,27 @@ def died_in(cells: Sequence[Mapping], index: int) -> str:
     if INJECTED_TAG in tags:
         return "while setting the job's parameters"
     return f"in {cell_words(cells, index, of_all=True)}"
+
+
+def users_cells(cells: Sequence[Mapping]) -> list[int]:
+    """The indexes of the user's own cells among ``cells``: those ``cell_words`` numbers."""
+    return [index for index, cell in enumerate(cells) if not _not_the_users(cell)]
+
+
+def as_the_user_counts(progress: Mapping) -> dict:
+    """A notebook job's progress (papermill's cell indexes, its injected parameters counted) in
+    the user's cells, as a failure's reason numbers them: cells done and in all, and the one
+    running (None while papermill's or e31's own cell runs). A ``%%e31`` cell's job, whose cells
+    are all e31's, and a job that ran before the user's cells were recorded, keep papermill's."""
+    done, total, current = progress.get("cells_done", 0), progress.get("cells_total"), progress.get("current_cell")
+    users = progress.get("users_cells")
+    if not users:
+        return {"cells_done": done, "cells_total": total, "current_cell": current}
+    return {
+        "cells_done": bisect_left(users, done),  # the user's cells among the first ``done``
+        "cells_total": len(users),
+        "current_cell": users.index(current) if current in users else None,
+    }
 
 
 def without_error_notes(cells: Sequence[Mapping]) -> list:

@@ -23,6 +23,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from e31_jupyter.core.cell_words import users_cells
+
 CHECKPOINT_MODULE = "e31_jupyter.notebook.checkpoint"
 
 
@@ -179,6 +181,7 @@ def _report_cells(nb_man, progress) -> None:
     """Each cell's start and end, as ``progress.json`` says them."""
     cell_start, cell_complete = nb_man.cell_start, nb_man.cell_complete
     progress.cells = list(nb_man.nb.cells)  # papermill inserts its error notes into its own list
+    progress.write(users_cells=users_cells(progress.cells))  # the API counts these (as_the_user_counts)
 
     def on_start(cell, cell_index=None, **kw):
         progress.last_started = cell_index

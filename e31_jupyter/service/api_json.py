@@ -9,6 +9,7 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from e31_jupyter.core import gpu_use
+from e31_jupyter.core.cell_words import as_the_user_counts
 from e31_jupyter.core.forecast import Forecast
 from e31_jupyter.core.job import iso
 
@@ -44,12 +45,7 @@ def job_view(
         "gpus": job["granted"],
         "meter": meter,
         "gpu_use": gpu_use,
-        "progress": {
-            "cells_done": progress.get("cells_done", 0),
-            "cells_total": progress.get("cells_total"),
-            "current_cell": progress.get("current_cell"),
-            "last_line": progress.get("last_line"),
-        },
+        "progress": {**as_the_user_counts(progress), "last_line": progress.get("last_line")},
         "submitted_at": iso(job["submitted_at"]),
         "started_at": iso(job["started_at"]),
         "finished_at": iso(job["finished_at"]),

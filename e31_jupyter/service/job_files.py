@@ -51,7 +51,7 @@ class JobFiles:
             "values": sorted(jobdir.values_index()),
             "reports": sorted(manifest.get("reports", {})),
             "after_work_failures": manifest.get("after_work_failures", []),
-            "progress": {k: progress.get(k) for k in ("cells_done", "cells_total", "checkpoint")},
+            "progress": {k: progress.get(k) for k in ("cells_done", "cells_total", "checkpoint", "users_cells")},
         }
 
     def result_or_none(self, job_id: str) -> dict:

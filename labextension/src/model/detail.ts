@@ -39,8 +39,9 @@ export function progressWords(job: IJob): IProgressWords {
 }
 
 /**
- * Where a job stopped: "stopped in cell 3 of 3" (cells counted from 1, papermill's injected
- * parameters cell included, as the progress counts them); "stopped before cell 1 of 3".
+ * Where a job stopped: "stopped in cell 3 of 3" (the user's cells counted from 1, as the server's
+ * progress and a failure's reason count them: papermill's injected parameters cell is not one);
+ * "stopped before cell 1 of 3".
  */
 export function stoppedWords(progress: IJob['progress']): string {
   const cell = stoppedCell(progress);
