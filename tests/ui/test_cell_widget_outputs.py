@@ -26,7 +26,7 @@ from pathlib import Path
 
 import pytest
 import requests
-from browser.labserver import CHROMIUM, CHROMIUM_ARGS, LabProcess
+from browser.labserver import CHROMIUM, CHROMIUM_ARGS, LabProcess, stop_active_jobs
 from support import cannot_run_here, wait_for, wait_state, write_notebook
 
 import e31_jupyter
@@ -135,10 +135,7 @@ def api(lab):
     """The queue's client; at the end no job is left active and no kernel running."""
     client = E31Client(lab.url, lab.token)
     yield client
-    for job in client.jobs():
-        if job["state"] in ("queued", "running"):
-            client.cancel(job["id"])
-    wait_for(lambda: not any(j["state"] in ("queued", "running") for j in client.jobs()), 30, what="jobs to stop")
+    stop_active_jobs(client)
     for session in requests.get(f"{lab.url}/api/sessions", headers=lab.headers, timeout=10).json():
         requests.delete(f"{lab.url}/api/sessions/{session['id']}", headers=lab.headers, timeout=10)
 

@@ -176,7 +176,12 @@ def api(lab):
 
     client = E31Client(lab.url, lab.token)
     yield client
-    # Leave the GPUs free for the next test.
+    stop_active_jobs(client)
+
+
+def stop_active_jobs(client) -> None:
+    """Cancel every queued and running job and wait until they have stopped: the next test
+    finds the GPUs free."""
     for job in client.jobs():
         if job["state"] in ("queued", "running"):
             client.cancel(job["id"])
