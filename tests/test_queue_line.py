@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from e31_jupyter.core.states import Cause
 from e31_jupyter.service.queue import Queue
 from e31_jupyter.service.settings import Settings
 
@@ -49,6 +50,24 @@ def test_the_line_keeps_its_order_until_the_priorities_are_due_again(tmp_path):
     clock[0] = T + refresh_s
     scheduler.schedule()
     assert [scheduler.positions().get(j) for j in ("a", "b")] == [2, 1]
+    store.close()
+
+
+def test_a_job_started_a_moment_ago_holds_its_gpus_in_the_next_forecast(tmp_path):
+    """The pass that starts a job made the line while that job's GPUs were free. A job submitted
+    a moment later (the line not a second old) is expected to start when the first one ends,
+    not at once on the GPU it holds."""
+    settings = Settings(inventory=["0"], policy="edf")
+    queue = Queue(tmp_path / "data", backend=None, settings=settings, clock=lambda: T)
+    store, line = queue.store, queue.scheduler.line
+    store.insert_job(_job("first", "x", "queued", T - 10, expected_runtime_s=3600.0), "submitted")
+    line.make(T)  # the pass: the only GPU is free, so the first job starts
+    store.transition("first", ("queued",), "running", "granted GPU 0", T, cause=Cause.SCHEDULER,
+                     started_at=T, granted=["0"])  # fmt: skip
+    line.started("first")
+    store.insert_job(_job("next", "x", "queued", T), "submitted")
+    line.rejoin(store.job("next"))
+    assert line.forecast().starts == {"next": T + 3600}
     store.close()
 
 

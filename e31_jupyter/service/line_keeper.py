@@ -145,6 +145,12 @@ class LineKeeper:
             line.join(pending(job))
         self._forecast = (None, Forecast())  # the line changed in place: forecast it again
 
+    def started(self, job_id: str) -> None:
+        """A job left the line for its GPUs. What the policy saw had them free, so the next
+        place or forecast asked for is worked out anew, not from that (however soon it is asked)."""
+        self.leave(job_id)
+        self._made = (-math.inf, self._made[1])
+
     def leave(self, job_id: str) -> None:
         if self.current is not None:
             self.current.leave(job_id)

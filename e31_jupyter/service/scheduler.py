@@ -288,7 +288,7 @@ class LocalScheduler:
                 break
             devices, free = free[:gpus], free[gpus:]
             self._grant(job_id, devices, now)
-            self.line.leave(job_id)
+            self.line.started(job_id)
         self._pass_s = time.monotonic() - started
 
     def _expire_let_down(self, now: float) -> None:
