@@ -5,6 +5,8 @@ from __future__ import annotations
 import os
 import queue
 import re
+import shutil
+import tempfile
 import time
 from dataclasses import dataclass, field
 
@@ -22,11 +24,15 @@ class Output:
 
 
 class Kernel:
-    """A real IPython kernel, started the way a Jupyter server starts one (with E31_URL/TOKEN)."""
+    """A real IPython kernel, started the way a Jupyter server starts one (with E31_URL/TOKEN).
+    It talks over unix sockets in a short folder of its own, as the worker's kernels do
+    (``worker._job_kernels``): over TCP a kernel binds the ports its client picked a moment
+    before, and a test starting a kernel beside it can take one ("Kernel didn't respond")."""
 
     def __init__(self, server, cwd):
         env = {**os.environ, "E31_URL": server.url, "E31_TOKEN": server.token}
-        self.manager = KernelManager(kernel_name="python3")
+        self._sockets = tempfile.mkdtemp(prefix="e31k-")
+        self.manager = KernelManager(kernel_name="python3", transport="ipc", ip=os.path.join(self._sockets, "kernel"))
         self.manager.start_kernel(cwd=str(cwd), env=env)
         self._connect()
 
@@ -63,6 +69,7 @@ class Kernel:
     def stop(self):
         self.client.stop_channels()
         self.manager.shutdown_kernel(now=True)
+        shutil.rmtree(self._sockets, ignore_errors=True)
 
 
 def _record(out: Output, message: dict) -> None:

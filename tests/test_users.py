@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 import requests
-from conftest import wait_state
+from conftest import wait_for, wait_state
 from support import token_per_user
 
 from e31_jupyter.client import E31Client
@@ -31,14 +31,17 @@ def test_a_users_gpus_are_capped_and_the_free_ones_go_to_others_behind_in_line(s
     for name in ("a1", "a2"):
         wait_state(alice, gated.submit(alice, name, gpus=1)["id"], "running")
     third = gated.submit(alice, "a3", gpus=1)  # first in line, but alice is at her cap
+    capped = "alice's jobs already hold 2 GPU(s), and one user's jobs may hold at most 2"
+    held = wait_for(lambda: alice.job(third["id"])["held_back"], timeout=10, what="a3 held back with GPU 2 free")
+    assert held.startswith(capped)
     bobs = wait_state(bob, gated.submit(bob, "b1", gpus=1)["id"], "running")
     assert bobs["gpus"] == ["2"]
     held = alice.job(third["id"])
     assert held["state"] == "queued" and held["queue_position"] == 1
-    assert held["held_back"].startswith("alice's jobs already hold 2 GPU(s), and one user's jobs may hold at most 2")
     gated.open("b1")  # a GPU frees, and still not for alice
     assert wait_state(bob, bobs["id"], "succeeded", "failed")["state"] == "succeeded"
-    assert alice.job(third["id"])["state"] == "queued" and bob.gpus()["free"] == 1
+    held = wait_for(lambda: (job := alice.job(third["id"]))["held_back"] and job, timeout=10, what="a3 held back again")
+    assert held["state"] == "queued" and held["held_back"].startswith(capped) and bob.gpus()["free"] == 1
     gated.open("a1")
     assert wait_state(alice, third["id"], "running")["state"] == "running"
     for name in ("a2", "a3"):
