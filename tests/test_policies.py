@@ -437,9 +437,9 @@ DAY = 86400.0
 
 
 def _long_jobs_hold(gpus: int) -> Snapshot:
-    """40 GPUs in 5 machines: ``gpus`` of them held by jobs that run for days, 8 by a job ending
-    within the hour; the rest free."""
-    days = [Running(f"days{m}", min(8, gpus - 8 * m), NOW - 10, 4 * DAY, (m,), 4 * DAY) for m in range((gpus + 7) // 8)]
+    """40 GPUs in 5 machines: ``gpus`` of them held by jobs expected to run two days (limit four),
+    8 by a job ending within the hour; the rest free."""
+    days = [Running(f"days{m}", min(8, gpus - 8 * m), NOW - 10, 4 * DAY, (m,), 2 * DAY) for m in range((gpus + 7) // 8)]
     hour = Running("hour", 8, NOW - 10, 3600, (4,), 3600)
     free = [8 - r.gpus for r in days] + [8] * (4 - len(days)) + [0]
     return snapshot(free, days + [hour])
@@ -470,7 +470,7 @@ def test_long_jobs_that_can_wait_hold_at_most_their_share_of_the_gpus():
 def test_on_machines_of_4_gpus_long_jobs_of_8_count_in_the_share_and_are_held_by_it():
     """An 8-GPU job takes two whole machines of 4, yet it is not large: long ones hold the share
     (24 of 40 GPUs here), and one more that can wait is held back while a shorter one starts."""
-    days = [Running(f"days{i}", 8, NOW - 10, 4 * DAY, (2 * i, 2 * i + 1), 4 * DAY) for i in range(3)]
+    days = [Running(f"days{i}", 8, NOW - 10, 4 * DAY, (2 * i, 2 * i + 1), 2 * DAY) for i in range(3)]
     snap = snapshot([0] * 6 + [4] * 4, days, machine_gpus=4)
     long_job = pending("long", 8, max_runtime=2 * DAY, deadline=NOW + 5 * DAY)
     few_hours = pending("few_hours", 8, max_runtime=6 * 3600, deadline=NOW + 5 * DAY)
@@ -511,7 +511,7 @@ def test_a_long_job_let_in_keeps_its_part_of_the_share_while_it_waits_for_the_re
     machine with room for it is the one kept for "big", first in line; it does not start, and
     "second" (2), behind it in line, may not take the share before it: 10 + 2 > 10.8."""
     running = [
-        Running("days", 6, NOW - 10, 4 * DAY, (0,), 4 * DAY),  # long: holds 6 of the share
+        Running("days", 6, NOW - 10, 4 * DAY, (0,), 2 * DAY),  # long: holds 6 of the share
         Running("hour", 2, NOW - 10, 3600, (1,), 3600),  # ends first: "big" gets machine 1
         Running("hours", 8, NOW - 10, 10 * 3600, (2,), 10 * 3600),
     ]
@@ -534,10 +534,39 @@ def test_the_share_counts_long_jobs_started_in_the_same_pass():
     assert decide("e31", [first, second], _long_jobs_hold(20)).start == ["first"]  # 20 + 4, then 24 + 4 > 24
 
 
-def test_a_long_job_whose_slack_runs_short_starts_beyond_the_share():
-    tight = pending("tight", 4, max_runtime=2 * DAY, deadline=NOW + 2.9 * DAY)  # slack under half its run time
+def test_a_long_job_that_cannot_afford_to_wait_for_room_in_the_share_starts_beyond_it():
+    """The long jobs running are expected to end in two days: one that would then miss its
+    deadline starts now; one that would not, or has no deadline, waits."""
+    tight = pending("tight", 4, max_runtime=2 * DAY, deadline=NOW + 3.9 * DAY)  # 2 days' wait + 2 > 3.9
+    patient = pending("patient", 4, max_runtime=2 * DAY, deadline=NOW + 4.1 * DAY)
     no_deadline = pending("no_deadline", 4, max_runtime=2 * DAY)  # can always wait
-    assert decide("e31", [tight, no_deadline], _long_jobs_hold(24)).start == ["tight"]
+    decision = decide("e31", [tight, patient, no_deadline], _long_jobs_hold(24))
+    assert decision.start == ["tight"] and sorted(decision.held_back) == ["no_deadline", "patient"]
+
+
+def test_a_long_job_waits_for_its_turn_in_the_share_behind_those_ahead_in_line():
+    """Room for one 8-GPU long job comes in a day, for a second in three: the first in line
+    waits for the first, the second cannot wait three days and starts now."""
+    ends = (1.5 * DAY, 3 * DAY, 4 * DAY)
+    running = [Running(f"days{m}", 8, NOW, 5 * DAY, (m,), end) for m, end in enumerate(ends)]
+    first = pending("first", 8, max_runtime=2 * DAY, deadline=NOW + 3.6 * DAY)  # 1.5 + 2 <= 3.6
+    second = pending("second", 8, max_runtime=2 * DAY, deadline=NOW + 4 * DAY)  # 3 + 2 > 4
+    decision = decide("e31", [first, second], snapshot([0, 0, 0, 8, 8], running))
+    assert decision.start == ["second"] and list(decision.held_back) == ["first"]
+
+
+def test_a_long_job_waits_for_the_share_only_while_it_would_make_its_deadline_taking_longer_than_usual():
+    """It is judged by E31_LONG_SURE of its team's run times, not the median: its team's jobs take
+    their declared two days, or now and then twice that; with four days to its deadline after a
+    day's wait for room, it starts now rather than wait and likely be late."""
+    running = [Running(f"days{m}", 8, NOW, 5 * DAY, (m,), 1.1 * DAY) for m in range(3)]
+    job = pending("job", 8, max_runtime=5 * DAY, estimate=2 * DAY, deadline=NOW + 1.1 * DAY + 3.5 * DAY, team="t")
+    steady, uneven = RuntimeModel(), RuntimeModel()
+    for i in range(20):
+        steady.observe("t", 2 * DAY, 2 * DAY)
+        uneven.observe("t", 2 * DAY, 4 * DAY if i % 4 == 0 else 2 * DAY)  # one in four take twice as long
+    assert decide("e31", [job], snapshot([0, 0, 0, 8, 8], running, runtimes=steady)).start == []
+    assert decide("e31", [job], snapshot([0, 0, 0, 8, 8], running, runtimes=uneven)).start == ["job"]
 
 
 def test_the_first_long_job_starts_however_much_of_a_small_cluster_it_takes():

@@ -27,7 +27,10 @@ E31_FAIR_SHARE = 0.25  # how far (in expected run times) fair-share moves a job 
 E31_GIVE_UP = 0.5  # a waiting job expires when it would miss even if it took this quantile of run time
 E31_LONG_S = 24 * 3600.0  # a job expected to hold its GPUs longer than this is long
 E31_LONG_SHARE = 0.6  # long jobs that can wait start only while long jobs hold at most this share of the GPUs
-E31_LONG_SLACK = 0.5  # a long job can wait while its deadline leaves it this many run times of slack
+# A long job waits for room in the share only while it would still make its deadline if it ran
+# as long as this share of its team's jobs (the q-quantile of its run time): waiting for its turn
+# must not make it likely to be late.
+E31_LONG_SURE = 0.9
 # A job asking for more GPUs is large: exempt from the lane and the long jobs' share (it could
 # rarely start if it had to leave GPUs free). A count of GPUs, not the machine's size: on
 # machines of 4 GPUs the common 8-GPU job would otherwise be one.
@@ -95,12 +98,14 @@ def e31_walk(ordered: Sequence[Pending], snap: Snapshot) -> Decision:
       now and its expected run time (``expected_runtime``, learned from finished jobs, not the
       over-estimated declared time) no longer fits before the deadline. Its GPUs go to jobs that
       can still make theirs.
-    - Long jobs (expected over E31_LONG_S) that can wait (their deadline leaves E31_LONG_SLACK
-      run times of slack, or they have none) start only while long jobs hold at most
+    - Long jobs (expected over E31_LONG_S) start only while long jobs hold at most
       E31_LONG_SHARE of the GPUs (``LongJobs``; the queue's ``long_jobs_share``): the rest turn
       over within a day, so a burst finds GPUs freeing every hour instead of a cluster given to
-      jobs that end next week. While no short job came for a day, there is nothing to keep the
-      rest for, and the share does not hold.
+      jobs that end next week. A long job waits for its turn in the share (when the running
+      long jobs are expected to have left room for it and for those ahead of it in line) only
+      while it can afford to: it would still make its deadline after that wait, taking as long
+      as E31_LONG_SURE of its team's jobs; else it starts where the GPUs are. While no short
+      job came for a day, there is nothing to keep the rest for, and the share does not hold.
     - The last GPUs are a lane (``e31_lane``) for short jobs (expected <= E31_SHORT_S) and urgent
       ones (latest start within E31_URGENT_S): a long job that can wait does not take them, so a
       burst of short jobs that cannot wait finds GPUs free. Jobs too big to ever leave the lane
@@ -117,7 +122,7 @@ def e31_walk(ordered: Sequence[Pending], snap: Snapshot) -> Decision:
             return ""
         expected = expected_runtime(job, snap)
         is_long = expected > E31_LONG_S
-        if is_long and _can_wait(job, expected, now, E31_LONG_SLACK * expected) and not long_jobs.admit(job.gpus):
+        if is_long and not long_jobs.admit(job.gpus) and long_jobs.can_wait_for_room(job):
             return long_jobs.reason(job, expected)
         if not _leaves_lane(job, expected, cluster, lane, now):
             return (
@@ -150,10 +155,11 @@ class LongJobs:
         self.share = E31_LONG_SHARE if snap.long_share is None else snap.long_share
         self.limit = self.share * snap.cluster.gpus
         self._waiting: dict[str, int] = {}  # long jobs let in this pass that found no place yet: their GPUs
+        self.ahead = 0  # GPUs of the long jobs this pass held back for the share, waiting their turn
 
     @cached_property
-    def held(self) -> int:
-        """A running job counts when it is long by what it was expected to take, as
+    def running(self) -> list[Running]:
+        """The running jobs that count: long by what they were expected to take, as
         ``expected_runtime`` without a deadline: declared x its team's median actual / declared,
         or what jobs that declared nothing took; never more than its limit, so a job whose limit
         is a day or less never counts. Each team's figures are looked up once: a replay counts
@@ -163,9 +169,40 @@ class LongJobs:
         teams = {r.team for r in maybe}
         ratio = {team: model.ratio(team, 0.5) for team in teams}
         undeclared = {team: model.runtime(team, 0.0, None, 0.5) for team in teams}
-        return sum(
-            r.gpus for r in maybe if (r.estimate * ratio[r.team] if r.estimate > 0 else undeclared[r.team]) > E31_LONG_S
-        )
+        return [r for r in maybe if (r.estimate * ratio[r.team] if r.estimate > 0 else undeclared[r.team]) > E31_LONG_S]
+
+    @cached_property
+    def held(self) -> int:
+        return sum(r.gpus for r in self.running)
+
+    @cached_property
+    def _ends(self) -> list[tuple[float, int]]:
+        """When the long jobs running are expected to end, soonest first, each with its GPUs: as
+        the forecast expects a running job to (its team's median run time among those longer
+        than it has run), at its limit once it outran them all."""
+        model, now, ends = self.snap.runtimes, self.snap.now, []
+        for r in self.running:
+            runtime = model.runtime_so_far(r.team, r.estimate, max(0.0, now - r.started_at), 0.5)
+            runtime = r.max_runtime if runtime is None else min(runtime, r.max_runtime)
+            ends.append((max(now, r.started_at + runtime), r.gpus))
+        return sorted(ends)
+
+    def can_wait_for_room(self, job: Pending) -> bool:
+        """Whether a long job that finds the share full may wait for its turn in it: it would
+        still make its deadline (or has none) after the wait for room for it and for the long
+        jobs held back ahead of it, taking as long as E31_LONG_SURE of its team's jobs. One that
+        waits is counted ahead of the rest of the line."""
+        need = self.held + self.kept + self.ahead + job.gpus - self.limit
+        freed, wait = 0, math.inf
+        for end, gpus in self._ends:
+            freed += gpus
+            if freed >= need:
+                wait = end - self.snap.now
+                break
+        if not _can_wait(job, expected_runtime(job, self.snap, E31_LONG_SURE), self.snap.now, wait):
+            return False
+        self.ahead += job.gpus
+        return True
 
     def admit(self, gpus: int) -> bool:
         """Whether a long job of ``gpus`` may start; the first always may, however many it asks
