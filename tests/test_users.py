@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 import requests
-from conftest import wait_for, wait_state
-from support import token_per_user
+from conftest import wait_state
+from support import token_per_user, wait_for
 
 from e31_jupyter.client import E31Client
 

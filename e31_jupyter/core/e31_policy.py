@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from functools import cached_property
 
 from e31_jupyter.core.machines import Cluster
-from e31_jupyter.core.policy import Decision, Pending, Running, Snapshot, late, walk
+from e31_jupyter.core.policy import Decision, Pending, Running, Snapshot, expected_end, late, walk
 
 # --- e31 -------------------------------------------------------------------------------------
 
@@ -122,7 +122,7 @@ def e31_walk(ordered: Sequence[Pending], snap: Snapshot) -> Decision:
             return ""
         expected = expected_runtime(job, snap)
         is_long = expected > E31_LONG_S
-        if is_long and not long_jobs.admit(job.gpus) and long_jobs.can_wait_for_room(job):
+        if is_long and not long_jobs.admit(job.gpus) and long_jobs.waits_for_room(job):
             return long_jobs.reason(job, expected)
         if not _leaves_lane(job, expected, cluster, lane, now):
             return (
@@ -177,17 +177,15 @@ class LongJobs:
 
     @cached_property
     def _ends(self) -> list[tuple[float, int]]:
-        """When the long jobs running are expected to end, soonest first, each with its GPUs: as
-        the forecast expects a running job to (its team's median run time among those longer
-        than it has run), at its limit once it outran them all."""
-        model, now, ends = self.snap.runtimes, self.snap.now, []
+        """When the long jobs running are expected to end (``expected_end``; by their limit when
+        nothing says), soonest first, each with its GPUs."""
+        ends = []
         for r in self.running:
-            runtime = model.runtime_so_far(r.team, r.estimate, max(0.0, now - r.started_at), 0.5)
-            runtime = r.max_runtime if runtime is None else min(runtime, r.max_runtime)
-            ends.append((max(now, r.started_at + runtime), r.gpus))
+            end = expected_end(r, self.snap)
+            ends.append((max(self.snap.now, r.ends_by) if end is None else end, r.gpus))
         return sorted(ends)
 
-    def can_wait_for_room(self, job: Pending) -> bool:
+    def waits_for_room(self, job: Pending) -> bool:
         """Whether a long job that finds the share full may wait for its turn in it: it would
         still make its deadline (or has none) after the wait for room for it and for the long
         jobs held back ahead of it, taking as long as E31_LONG_SURE of its team's jobs. One that

@@ -28,7 +28,7 @@ from typing import Any
 
 from e31_jupyter.core.e31_policy import expected_runtime
 from e31_jupyter.core.machines import Cluster
-from e31_jupyter.core.policy import Decision, Pending, Running, Snapshot
+from e31_jupyter.core.policy import Decision, Pending, Running, Snapshot, expected_end
 from e31_jupyter.core.runtimes import Demand
 
 FORECAST_JOBS = 200  # jobs at the head of the line that get an expected start
@@ -68,7 +68,7 @@ def run_forward(
     ended: set[str] = set()
     cluster = snap.cluster.copy()
     order = count()  # ties in the heap of ends go by order of start
-    ends = [(end, next(order), r) for r in snap.running if (end := _expected_end(r, snap)) is not None]
+    ends = [(end, next(order), r) for r in snap.running if (end := expected_end(r, snap)) is not None]
     heapq.heapify(ends)
     running = {r.id: r for r in snap.running}
     seen = Forecast(ends={r.id: end for end, _, r in ends})
@@ -134,18 +134,6 @@ class _Persisting:
 
     def quiet_from(self) -> float | None:
         return None  # they keep coming
-
-
-def _expected_end(job: Running, snap: Snapshot) -> float | None:
-    """When a running job is expected to end: never before now, never after its limit; None
-    when nothing says (it declared nothing, and no finished job like it ran as long)."""
-    elapsed = max(0.0, snap.now - job.started_at)
-    runtime = snap.runtimes.runtime_so_far(job.team, job.estimate, elapsed, 0.5)
-    if runtime is None:
-        if not job.estimate:
-            return None
-        runtime = job.max_runtime  # it has outrun what it declared: it may run to its limit
-    return max(snap.now, job.started_at + min(runtime, job.max_runtime))
 
 
 def _expected_hold(job: Pending, snap: Snapshot) -> float | None:

@@ -119,6 +119,18 @@ class Snapshot:
         return self.usage.get(team, 0.0) / self._usage_total * teams
 
 
+def expected_end(job: Running, snap: Snapshot) -> float | None:
+    """When a running job is expected to end: never before now, never after its limit; None
+    when nothing says (it declared nothing, and no finished job like it ran as long)."""
+    elapsed = max(0.0, snap.now - job.started_at)
+    runtime = snap.runtimes.runtime_so_far(job.team, job.estimate, elapsed, 0.5)
+    if runtime is None:
+        if not job.estimate:
+            return None
+        runtime = job.max_runtime  # it has outrun what it declared: it may run to its limit
+    return max(snap.now, job.started_at + min(runtime, job.max_runtime))
+
+
 @dataclass(frozen=True)
 class Policy:
     name: str
