@@ -765,32 +765,3 @@ def test_e31_preempt_makes_no_suspend_that_is_not_worth_it():
     hopeless = pending("hopeless", 8, max_runtime=1000, deadline=NOW + 900)  # misses even if it starts now
     decision = decide("e31-preempt", [hopeless], _held(NOW - 400))
     assert decision.suspend == [] and [job_id for job_id, _ in decision.expire] == ["hopeless"]
-
-
-def test_e31_preempt_makes_room_once_a_jobs_latest_start_is_within_its_run_time_while_others_can_afford_it():
-    soon = pending("soon", 8, max_runtime=3000, deadline=NOW + 4000)  # latest start in 1000 s: not urgent yet
-    # The holder can afford it now: starting again at NOW + 3000 with 16460 s of its limit left
-    # (and the restore), it ends by NOW + 19460, before its deadline. At the last moment (the
-    # job urgent, 900 s before its latest start) it could not, and the job would miss.
-    decision = decide("e31-preempt", [soon], _held(NOW - 400, deadline=NOW + 19_500))
-    assert decision.suspend == [("held", "soon")] and decision.start == ["soon"]
-    later = pending("later", 8, max_runtime=3000, deadline=NOW + 7000)  # latest start in 4000 s: beyond its run time
-    assert decide("e31-preempt", [later], _held(NOW - 400)).suspend == []
-
-
-def _two_held(checkpointed_at: float) -> Snapshot:
-    holders = [
-        Running(f"held{m}", 8, NOW - 4000, 20_000.0, (m,), 20_000.0, "a", "", None, checkpointed_at) for m in (0, 1)
-    ]
-    return snapshot([0, 0], holders)
-
-
-def test_e31_preempt_makes_room_for_a_large_job_only_once_it_is_urgent():
-    # Room for a large job is whole machines: it is made only at the last moment
-    soon = pending("soon", 16, max_runtime=3000, deadline=NOW + 4000)
-    assert decide("e31-preempt", [soon], _two_held(NOW - 400)).suspend == []
-    urgent = pending("urgent", 16, max_runtime=3000, deadline=NOW + 3100)
-    assert sorted(decide("e31-preempt", [urgent], _two_held(NOW - 400)).suspend) == [
-        ("held0", "urgent"),
-        ("held1", "urgent"),
-    ]

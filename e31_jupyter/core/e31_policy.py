@@ -259,9 +259,9 @@ def _can_wait(job: Pending, expected: float, now: float, margin: float) -> bool:
 
 
 def e31_preempt_walk(ordered: Sequence[Pending], snap: Snapshot) -> Decision:
-    """``e31_walk``; then a waiting job that finds no GPUs and whose latest start is near
-    (``_needs_room_within``) may have running jobs that keep checkpoints suspended to start on
-    their GPUs, when that is worth it:
+    """``e31_walk``; then a waiting job that will miss its deadline unless it starts now (its
+    latest start is within E31_URGENT_S, and it finds no GPUs) may have running jobs that keep
+    checkpoints suspended to start on their GPUs, when that is worth it:
 
     - each of them can afford it: it still meets its own deadline (or has none) if it starts
       again only once the job it made room for is expected to end and takes all of its time
@@ -281,19 +281,14 @@ def e31_preempt_walk(ordered: Sequence[Pending], snap: Snapshot) -> Decision:
     gone = set(decision.start) | {job_id for job_id, _ in decision.expire}
     now = snap.now
     for job in ordered:
-        if job.deadline is None:
+        # _can_wait with its whole limit (no expected run time is longer), written out: a pass
+        # asks it of every queued job
+        if job.deadline is None or job.deadline - job.max_runtime - now > E31_URGENT_S or job.id in gone:
             continue
-        # First a bound on its whole limit (no expected run time is longer), with
-        # _needs_room_within written out: a pass asks it of every queued job
-        slack = job.deadline - job.max_runtime - now
-        if slack > E31_URGENT_S and (slack > job.max_runtime or job.gpus > E31_LARGE_GPUS) or job.id in gone:
-            continue
-        room = room or Room(snap, ordered, decision, suspendable)
-        if room.cluster.fits(job.gpus):
-            continue  # GPUs are free: e31's own rules held it back, not a lack of room
         expected = expected_runtime(job, snap)
-        if _can_wait(job, expected, now, _needs_room_within(job, expected)) or now + expected > job.deadline:
+        if _can_wait(job, expected, now, E31_URGENT_S) or now + expected > job.deadline:
             continue  # it may still find GPUs in time, or it misses whatever is done
+        room = room or Room(snap, ordered, decision, suspendable)
         made = room.make(job, expected)
         if made is not None:
             victims, machines = made
@@ -302,17 +297,6 @@ def e31_preempt_walk(ordered: Sequence[Pending], snap: Snapshot) -> Decision:
             decision.suspend.extend((victim.id, job.id) for victim in victims)
             decision.held_back.pop(job.id, None)
     return decision
-
-
-def _needs_room_within(job: Pending, expected: float) -> float:
-    """How near its latest start a job that finds no GPUs is given room: within its own expected
-    run time (E31_URGENT_S at least). Made then, the jobs suspended for it get their GPUs back
-    sooner than if it waited until the last moment, so more of them can afford it. A large job
-    is given room only once it is urgent: room for it is whole machines, and hours ahead of
-    need that suspends many jobs for one that the reservation it holds may still start in time."""
-    if job.gpus > E31_LARGE_GPUS:
-        return E31_URGENT_S
-    return max(E31_URGENT_S, expected)
 
 
 @dataclass(frozen=True)
@@ -331,19 +315,10 @@ class Room:
     def __init__(self, snap: Snapshot, ordered: Sequence[Pending], decision: Decision, suspendable: list[Running]):
         self.snap = snap
         self.cluster = snap.cluster.copy()
-        if decision.placement:
-            gpus = {job.id: job.gpus for job in ordered if job.id in decision.placement}
-            for job_id, machines in decision.placement.items():
-                self.cluster.hold(machines, gpus[job_id])
-        self._candidates = suspendable
-        # (GPUs, when its victims get them back) of jobs that found no place: one asking as many
-        # or more, whose victims would get them back no sooner, finds none either
-        self._no_place: list[tuple[int, float]] = []
-
-    @cached_property
-    def suspendable(self) -> list[Suspendable]:
-        """Weighed on first need: most jobs given room in a pass find GPUs free or no place."""
-        return sorted((self._weigh(job) for job in self._candidates), key=lambda s: s.loss)
+        gpus = {job.id: job.gpus for job in ordered if job.id in decision.placement}
+        for job_id, machines in decision.placement.items():
+            self.cluster.hold(machines, gpus[job_id])
+        self.suspendable = sorted((self._weigh(job) for job in suspendable), key=lambda s: s.loss)
 
     def _weigh(self, job: Running) -> Suspendable:
         snap = self.snap
@@ -354,11 +329,10 @@ class Room:
         return Suspendable(job, loss, math.inf if job.deadline is None else job.deadline - left)
 
     def make(self, job: Pending, expected: float) -> tuple[list[Running], tuple[int, ...]] | None:
-        """The running jobs to suspend for ``job``, which finds no GPUs free, and where it starts;
-        None when there is no room for it or it is not worth it."""
+        """The running jobs to suspend for ``job`` and where it starts; None when it is not worth it."""
+        if self.cluster.fits(job.gpus):
+            return None  # GPUs are free: e31's own rules held it back, not a lack of room
         again_at = self.snap.now + expected  # when the jobs suspended for it are sure to get GPUs back
-        if any(gpus <= job.gpus and at <= again_at for gpus, at in self._no_place):
-            return None
         trial, freed = self.cluster.copy(), []
         for candidate in self.suspendable:
             if trial.fits(job.gpus):
@@ -368,7 +342,6 @@ class Room:
                 freed.append(candidate)
         machines = trial.place(job.gpus)
         if machines is None:
-            self._no_place.append((job.gpus, again_at))
             return None
         victims = [c for c in freed if set(c.job.machines) & set(machines)]
         if sum(c.loss for c in victims) >= job.gpus * expected:
@@ -377,5 +350,4 @@ class Room:
             self.cluster.release(victim.job.machines, victim.job.gpus)
             self.suspendable.remove(victim)
         self.cluster.hold(machines, job.gpus)
-        self._no_place.clear()  # its victims may have left GPUs beside it
         return [victim.job for victim in victims], machines

@@ -14,7 +14,7 @@
   this hour or the last (none where deadlines leave hours); at most a share of the
   GPUs for jobs that run for days while they can wait and such short jobs came in the last day;
   a fair-share nudge. See ``e31_priority``, ``e31_lane``, ``LongJobs`` and ``e31_walk``.
-- ``e31-preempt``: ``e31``, and a job that finds no GPUs and whose latest start is near may have
+- ``e31-preempt``: ``e31``, and a job that will miss its deadline unless it starts now may have
   running jobs that keep checkpoints suspended for it, when they can afford it. See
   ``e31_preempt_walk``.
 """
