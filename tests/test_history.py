@@ -7,8 +7,10 @@ import pytest
 
 from e31_jupyter.core.e31_policy import expected_runtime
 from e31_jupyter.core.fairshare import FAIR_SHARE_HALF_LIFE_S, decayed
-from e31_jupyter.core.states import Cause
+from e31_jupyter.core.states import Cause, StopRequest
+from e31_jupyter.execution.jobdir import JobDir
 from e31_jupyter.service.policy_input import HISTORY_HALF_LIVES, History, pending
+from e31_jupyter.service.resumption import after_making_room
 from e31_jupyter.service.store import Store
 
 NOW = 1_800_000_000.0
@@ -149,3 +151,18 @@ def test_a_team_idle_for_weeks_no_longer_counts_toward_the_equal_shares(stores):
     _submit(ours, "c", "vision", later - 3600)
     _run(ours, "c", later - 3600, later - 1800)
     assert set(history.snapshot(later, GPUS, []).usage) == {"vision"}
+
+
+def test_a_job_the_queue_suspended_goes_back_in_line_marked_so_the_policy_never_expires_it(stores, tmp_path):
+    ours, _ = stores
+    _submit(ours, "steady", "vision", NOW - 900, deadline=NOW + 600)
+    _run(ours, "steady", NOW - 800)
+    ours.update("steady", stop_requested=StopRequest.MAKE_ROOM, stop_by="urgent")
+    ours.transition("steady", ("running",), "suspended", "suspended", NOW, cause=Cause.PROCESS_END, finished_at=NOW)
+    jobdir = JobDir(tmp_path / "steady")
+    jobdir.path.mkdir()
+    assert after_making_room(ours, jobdir, ours.job("steady"), NOW)
+    (row,) = ours.queued_requests()
+    assert pending(row).suspended_by_queue and ours.job("steady").suspended_for == "urgent"
+    _submit(ours, "fresh", "vision", NOW)
+    assert not pending(ours.job("fresh")).suspended_by_queue

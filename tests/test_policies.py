@@ -754,6 +754,15 @@ def test_e31_preempt_suspends_a_job_that_can_afford_it_for_one_that_cannot_wait(
     assert decide("e31", [URGENT], _held(NOW - 400)).suspend == []  # e31 never suspends
 
 
+def test_a_job_the_queue_suspended_is_never_expired():
+    # 1000 s of work left, due in 900: a job that never ran expires; one the queue suspended runs late
+    late = pending("late", 8, max_runtime=1000, deadline=NOW + 900)
+    for name in ("e31", "e31-preempt"):
+        assert expired(decide(name, [late], snapshot([0]))) == ["late"]
+        assert expired(decide(name, [replace(late, suspended_by_queue=True)], snapshot([0]))) == []
+        assert decide(name, [replace(late, suspended_by_queue=True)], snapshot([8])).start == ["late"]
+
+
 def test_e31_preempt_makes_no_suspend_that_is_not_worth_it():
     # 3000 s of work since its checkpoint, and the restore, cost more GPU time than the 1000 s it saves
     assert decide("e31-preempt", [URGENT], _held(NOW - 3000)).suspend == []

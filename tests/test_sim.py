@@ -157,6 +157,20 @@ def test_a_suspended_job_loses_its_work_since_its_last_checkpoint_and_pays_the_r
     assert kept_none["long"].suspended == 0 and not kept_none["urgent"].on_time  # no checkpoints: not suspended
 
 
+def test_a_job_the_queue_suspended_is_never_expired_but_runs_late_if_it_must():
+    # The long job (now due by 16000) can afford the urgent one at 4000: 6460 s of its limit left
+    # after it, from 5000, ends by 11460. But a job due before it comes at 4500 and takes the GPUs
+    # from 5000 to 10000, and nothing holds them for the suspended job: from 9540 it can no longer
+    # make its deadline. A job that never ran would expire then; this one runs, late.
+    long, urgent = _a_long_job_and_one_that_cannot_wait()
+    ahead = TraceJob("ahead", 4500.0, 5000.0, 8, "c", 12_000.0, 5000.0)
+    trace = [replace(long, deadline=16_000.0), urgent, ahead]
+    out = by_id(simulate(trace, POLICIES["e31-preempt"], 8, 8, Preemption(checkpoint_every_s=1800.0, restore_s=60.0)))
+    assert out["long"].suspended == 1 and out["urgent"].on_time and out["ahead"].on_time
+    assert out["long"].expired_at is None and not out["long"].on_time
+    assert out["long"].runs[-1] == (10_000.0, 10_000.0 + 60.0 + 6400.0)
+
+
 def test_a_share_of_jobs_is_marked_resumable_without_changing_the_other_draws():
     jobs = synthesise(list(range(1000)), [100.0] * 1000, [1] * 1000, [""] * 1000, seed=3)
     marked = mark_resumable(jobs, 0.5, seed=3)

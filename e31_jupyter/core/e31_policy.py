@@ -94,7 +94,8 @@ def e31_lane(snap: Snapshot) -> int:
 def e31_walk(ordered: Sequence[Pending], snap: Snapshot) -> Decision:
     """EASY backfill in ``e31_priority`` order, with rules of its own:
 
-    - A job expires when it is more likely than not to miss its deadline: when it cannot start
+    - A job expires when it is more likely than not to miss its deadline (but for one the queue
+      suspended to make room for another: it runs, late if it must): when it cannot start
       now and its expected run time (``expected_runtime``, learned from finished jobs, not the
       over-estimated declared time) no longer fits before the deadline. Its GPUs go to jobs that
       can still make theirs.
@@ -134,7 +135,7 @@ def e31_walk(ordered: Sequence[Pending], snap: Snapshot) -> Decision:
         return ""
 
     def hopeless(job: Pending) -> str:
-        if _can_wait(job, job.max_runtime, now, 0.0):
+        if job.suspended_by_queue or _can_wait(job, job.max_runtime, now, 0.0):
             return ""  # even its time limit ends in time, and no expected run time exceeds it: no need to learn one
         judged_by = LEARNED_FROM_TEAM if job.estimate else LEARNED_FROM_UNDECLARED
         return late(job, now, expected_runtime(job, snap, E31_GIVE_UP), judged_by)

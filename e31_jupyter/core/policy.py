@@ -39,6 +39,9 @@ class Pending:
     deadline: float | None = None
     team: str = ""  # who is charged for fair-share: the job's team, else its owner
     owner: str = ""  # who submitted it: Snapshot.max_gpus_per_owner counts by it
+    # The queue suspended it to make room for another (e31-preempt): it is never expired, as a
+    # job that never ran may be; it was counted on to make its deadline, and late beats lost.
+    suspended_by_queue: bool = False
 
 
 @dataclass(frozen=True)

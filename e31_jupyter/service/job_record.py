@@ -47,6 +47,7 @@ class JobRecord(Mapping[str, Any]):
     handle: dict | None = None  # the backend's, once it has started (or taken) the job
     stop_requested: StopRequest | None = None
     stop_by: str = ""  # who asked to cancel it
+    suspended_for: str = ""  # the job the queue last suspended it to make room for: it never expires
     fingerprint: str = ""
     position: int | None = None  # place in a cluster's queue
     node: str | None = None  # the cluster node it runs on

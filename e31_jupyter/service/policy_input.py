@@ -30,10 +30,11 @@ HISTORY_HALF_LIVES = 4  # how far back a restarted scheduler reads: usage older 
 
 def pending(job) -> policy.Pending:
     """A queued job as the policy sees it (a row with at least the store's REQUEST_COLUMNS)."""
-    request = (job if isinstance(job, JobRecord) else JobRecord.from_row(job)).request
+    record = job if isinstance(job, JobRecord) else JobRecord.from_row(job)
+    request = record.request
     return policy.Pending(
         job["id"], request.gpus, job["submitted_at"], request.max_runtime_s,
-        request.runtime_estimate(), request.deadline, team(job), job["owner"],
+        request.runtime_estimate(), request.deadline, team(job), job["owner"], bool(record.suspended_for),
     )  # fmt: skip
 
 

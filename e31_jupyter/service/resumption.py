@@ -98,4 +98,4 @@ def after_making_room(store: Store, jobdir: JobDir, job: JobRecord, now: float) 
         f"back in line: the queue suspended it to make room for {job.stop_by}; it goes on from its checkpoint {words}"
     )
     jobdir.start_again()
-    return back_in_line(store, job, reason, now, Cause.SCHEDULER, {})
+    return back_in_line(store, job, reason, now, Cause.SCHEDULER, {}, suspended_for=job.stop_by)

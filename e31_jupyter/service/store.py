@@ -40,6 +40,7 @@ CREATE TABLE IF NOT EXISTS jobs (
     handle TEXT,
     stop_requested TEXT NOT NULL DEFAULT '',  -- a StopRequest (cancel, timeout) while one is pending
     stop_by TEXT NOT NULL DEFAULT '',  -- who asked to cancel it
+    suspended_for TEXT NOT NULL DEFAULT '',  -- the job the queue last suspended it to make room for
     fingerprint TEXT NOT NULL DEFAULT '',
     position INTEGER,  -- place in a cluster scheduler's queue (cluster_scheduler.py)
     node TEXT,  -- the cluster node a job runs on
@@ -73,7 +74,7 @@ log = logging.getLogger("e31")
 _JSON_COLUMNS = ("granted", "spec", "result", "after_jobs", "attempts", "returned", "gpu_use")
 REQUEST_COLUMNS = (
     "id", "owner", "team", "gpus_requested", "max_runtime_s", "expected_runtime_s",
-    "max_runtime_given", "deadline", "submitted_at", "after_jobs",
+    "max_runtime_given", "deadline", "submitted_at", "after_jobs", "suspended_for",
 )  # fmt: skip
 # Columns added since the first release: (table, name, definition), added to an older file at start.
 _ADDED_COLUMNS = (
@@ -85,6 +86,7 @@ _ADDED_COLUMNS = (
     ("jobs", "returned", "TEXT NOT NULL DEFAULT '[]'"),
     ("jobs", "gpu_use", "TEXT NOT NULL DEFAULT '{}'"),
     ("jobs", "used_gpu_s", "REAL"),
+    ("jobs", "suspended_for", "TEXT NOT NULL DEFAULT ''"),
 )
 # What scheduling, the meter and the pool need of a job: no spec or result to decode.
 BRIEF_COLUMNS = (
