@@ -160,8 +160,8 @@ def test_a_suspended_job_loses_its_work_since_its_last_checkpoint_and_pays_the_r
 def test_a_job_the_queue_suspended_is_never_expired_but_runs_late_if_it_must():
     # The long job (now due by 16000) can afford the urgent one at 4000: 6460 s of its limit left
     # after it, from 5000, ends by 11460. But a job due before it comes at 4500 and takes the GPUs
-    # from 5000 to 10000, and nothing holds them for the suspended job: from 9540 it can no longer
-    # make its deadline. A job that never ran would expire then; this one runs, late.
+    # from 5000 to 10000, and nothing holds them for the suspended job: before 10000 it can no
+    # longer make its deadline. A job that never ran would expire then; this one runs, late.
     long, urgent = _a_long_job_and_one_that_cannot_wait()
     ahead = TraceJob("ahead", 4500.0, 5000.0, 8, "c", 12_000.0, 5000.0)
     trace = [replace(long, deadline=16_000.0), urgent, ahead]

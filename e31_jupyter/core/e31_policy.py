@@ -135,7 +135,9 @@ def e31_walk(ordered: Sequence[Pending], snap: Snapshot) -> Decision:
         return ""
 
     def hopeless(job: Pending) -> str:
-        if job.suspended_by_queue or _can_wait(job, job.max_runtime, now, 0.0):
+        if job.suspended_by_queue:
+            return ""  # the queue took its GPUs: it runs late rather than lose its work
+        if _can_wait(job, job.max_runtime, now, 0.0):
             return ""  # even its time limit ends in time, and no expected run time exceeds it: no need to learn one
         judged_by = LEARNED_FROM_TEAM if job.estimate else LEARNED_FROM_UNDECLARED
         return late(job, now, expected_runtime(job, snap, E31_GIVE_UP), judged_by)
