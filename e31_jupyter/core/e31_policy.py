@@ -94,10 +94,10 @@ def e31_lane(snap: Snapshot) -> int:
 def e31_walk(ordered: Sequence[Pending], snap: Snapshot) -> Decision:
     """EASY backfill in ``e31_priority`` order, with rules of its own:
 
-    - A job expires when it is more likely than not to miss its deadline (but for one the queue
-      suspended to make room for another: it runs, late if it must): when it cannot start
-      now and its expected run time (``expected_runtime``, learned from finished jobs, not the
-      over-estimated declared time) no longer fits before the deadline. Its GPUs go to jobs that
+    - A job expires when it is more likely than not to miss its deadline (never one the queue
+      suspended: ``walk``): when it cannot start now and its expected run time
+      (``expected_runtime``, learned from finished jobs, not the over-estimated declared time)
+      no longer fits before the deadline. Its GPUs go to jobs that
       can still make theirs.
     - Long jobs (expected over E31_LONG_S) start only while long jobs hold at most
       E31_LONG_SHARE of the GPUs (``LongJobs``; the queue's ``long_jobs_share``): the rest turn
@@ -135,8 +135,6 @@ def e31_walk(ordered: Sequence[Pending], snap: Snapshot) -> Decision:
         return ""
 
     def hopeless(job: Pending) -> str:
-        if job.suspended_by_queue:
-            return ""  # the queue took its GPUs: it runs late rather than lose its work
         if _can_wait(job, job.max_runtime, now, 0.0):
             return ""  # even its time limit ends in time, and no expected run time exceeds it: no need to learn one
         judged_by = LEARNED_FROM_TEAM if job.estimate else LEARNED_FROM_UNDECLARED

@@ -205,7 +205,8 @@ def walk(
     ``"stop"``: nothing more starts.
 
     A job that does not start expires when ``hopeless`` gives a reason; with ``drop_first`` it is
-    asked before the job may start. ``held_back`` may keep a job that fits from starting, by
+    asked before the job may start. It is never asked of a job the queue suspended
+    (``Pending.suspended_by_queue``), whatever the policy: that one runs, late if it must. ``held_back`` may keep a job that fits from starting, by
     giving the reason (no reservation is made for it). Every job that waits though there are
     GPUs for it gets the reason in ``Decision.held_back``: the policy's, or the reservation's.
     ``started`` is told of each job that starts, once it has its GPUs.
@@ -232,7 +233,7 @@ def walk(
             decision.expire.append((job.id, cap.too_big(job)))
             continue
         capped = cap.over(job) if cap is not None else ""
-        reason = hopeless(job) if drop_first else ""
+        reason = hopeless(job) if drop_first and not job.suspended_by_queue else ""
         beside = reserved is not None and now + job.max_runtime > reserved.shadow
         machines = None
         if not reason and capped:
@@ -264,7 +265,7 @@ def walk(
             if started is not None:
                 started(job)
             continue
-        reason = reason or hopeless(job)
+        reason = reason or ("" if job.suspended_by_queue else hopeless(job))
         if reason:
             decision.expire.append((job.id, reason))
             decision.held_back.pop(job.id, None)
