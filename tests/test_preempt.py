@@ -43,6 +43,7 @@ def test_the_queue_suspends_a_job_that_can_afford_it_for_one_that_cannot_wait(st
     # the urgent job ran between two of the steady job's cells, and no cell ran twice
     assert "urgent" in lines and [line for line in lines if line != "urgent"] == [f"a{n}" for n in range(12)]
     assert finished["attempts"] and len(finished["attempts"]) == 1
+    assert finished["suspended_for"] == urgent["id"] and done["suspended_for"] is None
 
 
 @pytest.mark.slow

@@ -63,6 +63,7 @@ def job_view(
         "fingerprint": job["fingerprint"],
         "last_checkpoint": _checkpoint_view(progress.get("checkpoint")),
         "attempts": [_attempt_view(attempt) for attempt in job.get("attempts") or []],
+        "suspended_for": job.get("suspended_for") or None,
     }
 
 
