@@ -7,13 +7,16 @@ import {
   gpuUseFigures,
   heldUsedWords,
   outsideWords,
+  poolGpuWords,
+  readingUtil,
+  readingWords,
   returnedWords,
   sparklineSegments,
   svgPoints,
   usedOfHeldWords
 } from '../src/model/gpuuse';
 import { addUsed, dayWindows, meterSeries, NOTHING_USED } from '../src/model/meter';
-import { IGpu, IGpuUse, IMeterReport, IUsage } from '../src/model/types';
+import { IGpu, IGpuReading, IGpuUse, IMeterReport, IUsage } from '../src/model/types';
 
 const GiB = 1024 ** 3;
 
@@ -252,5 +255,60 @@ describe('a GPU busy outside the queue', () => {
       )
     ).toBe('GPU 1 busy outside the queue: bob 3.2 GiB, pid 4343');
     expect(outsideWords(gpu(undefined))).toBe('GPU 1 busy outside the queue');
+  });
+});
+
+describe("a pool GPU's last reading", () => {
+  const reading = (overrides: Partial<IGpuReading> = {}): IGpuReading => ({
+    util: 87.4,
+    memory_used_bytes: Math.round(30.1 * GiB),
+    memory_total_bytes: 80 * GiB,
+    power_w: 245.2,
+    ...overrides
+  });
+  const poolGpu = (overrides: Partial<IGpu> = {}): IGpu => ({
+    id: '0',
+    busy: true,
+    job: 'j1',
+    job_name: 'train',
+    owner: 'alice',
+    busy_outside: false,
+    outside: [],
+    reading: reading(),
+    ...overrides
+  });
+
+  it('tells each figure NVML gave', () => {
+    expect(readingWords(reading())).toBe('87% utilisation, 30.1 GiB of 80 GiB, 245 W');
+    expect(readingWords(reading({ util: 0 }))).toBe('0% utilisation, 30.1 GiB of 80 GiB, 245 W');
+  });
+
+  it('leaves out a figure NVML did not give, and never says zero for it', () => {
+    expect(readingWords(reading({ util: null, power_w: null }))).toBe('30.1 GiB of 80 GiB');
+    expect(readingWords(reading({ memory_total_bytes: null }))).toBe('87% utilisation, 30.1 GiB used, 245 W');
+    expect(readingWords(reading({ memory_used_bytes: null }))).toBe('87% utilisation, 245 W');
+    const none = { util: null, memory_used_bytes: null, memory_total_bytes: null, power_w: null };
+    expect(readingWords(none)).toBe('');
+    expect(readingWords(null)).toBe('');
+    expect(readingWords(undefined)).toBe('');
+  });
+
+  it('follows who holds the GPU in its tooltip', () => {
+    expect(poolGpuWords(poolGpu())).toBe('GPU 0: busy (train) · 87% utilisation, 30.1 GiB of 80 GiB, 245 W');
+    expect(poolGpuWords(poolGpu({ busy: false, job: null, job_name: null, reading: null }))).toBe('GPU 0: free');
+    const outside = poolGpu({
+      busy: false,
+      busy_outside: true,
+      outside: [{ pid: 4242, user: 'bob', memory_bytes: 3 * GiB }],
+      reading: reading({ util: 12, power_w: null })
+    });
+    expect(poolGpuWords(outside)).toBe('GPU 0 busy outside the queue: bob 3 GiB · 12% utilisation, 30.1 GiB of 80 GiB');
+  });
+
+  it('fills a GPU as busy as it was, only where it was read', () => {
+    expect(readingUtil(poolGpu())).toBe(87.4);
+    expect(readingUtil(poolGpu({ reading: reading({ util: 130 }) }))).toBe(100);
+    expect(readingUtil(poolGpu({ reading: reading({ util: null }) }))).toBeNull();
+    expect(readingUtil(poolGpu({ reading: null }))).toBeNull();
   });
 });

@@ -1,13 +1,13 @@
 /**
  * What GPUs did, as NVML read it: a job's figures and sparkline, the meter's held against used
- * GPU-hours, and the pool's GPUs busy outside the queue.
+ * GPU-hours, and the pool's GPUs: who holds each, its last reading, and those busy outside the queue.
  *
  * A figure the server could not take is null, never zero; it is left out here, and where none
  * could be taken the server's reason is shown instead, so that "not measured" never reads as idle.
  */
 
 import { formatHours, formatTime } from './format';
-import { GpuUsePoint, IGpu, IGpuReturned, IGpuUse, IOutsideProcess } from './types';
+import { GpuUsePoint, IGpu, IGpuReading, IGpuReturned, IGpuUse, IOutsideProcess } from './types';
 
 /** 42.4 -> "42%". */
 export function formatPercent(pct: number): string {
@@ -145,4 +145,40 @@ export function outsideWords(gpu: IGpu): string {
 function processWords(process: IOutsideProcess): string {
   const who = process.user ?? `pid ${process.pid}`;
   return process.memory_bytes === null ? who : `${who} ${formatMemory(process.memory_bytes)}`;
+}
+
+/**
+ * A GPU of the pool as its tooltip tells it: who holds it, then its last reading where one was
+ * taken. "GPU 0: busy (train) · 87% utilisation, 30.1 GiB of 80 GiB, 245 W", "GPU 1: free".
+ */
+export function poolGpuWords(gpu: IGpu): string {
+  const holder = gpu.busy_outside
+    ? outsideWords(gpu)
+    : `${gpuName(gpu.id)}: ${gpu.busy ? `busy${gpu.job_name ? ` (${gpu.job_name})` : ''}` : 'free'}`;
+  const reading = readingWords(gpu.reading);
+  return reading ? `${holder} · ${reading}` : holder;
+}
+
+/**
+ * A GPU's last reading: "87% utilisation, 30.1 GiB of 80 GiB, 245 W", each figure left out where
+ * NVML gave none; empty when it gave none at all (or no reading was taken), never zeros.
+ */
+export function readingWords(reading: IGpuReading | null | undefined): string {
+  if (!reading) {
+    return '';
+  }
+  const { util, memory_used_bytes: used, memory_total_bytes: total, power_w: power } = reading;
+  let memory = '';
+  if (used !== null) {
+    memory = total !== null ? `${formatMemory(used)} of ${formatMemory(total)}` : `${formatMemory(used)} used`;
+  }
+  return [util === null ? '' : `${formatPercent(util)} utilisation`, memory, power === null ? '' : formatWatts(power)]
+    .filter(Boolean)
+    .join(', ');
+}
+
+/** How much of the time a GPU was busy at its last reading, 0-100; null where it was not read. */
+export function readingUtil(gpu: IGpu): number | null {
+  const util = gpu.reading?.util;
+  return util === null || util === undefined ? null : Math.min(100, Math.max(0, util));
 }

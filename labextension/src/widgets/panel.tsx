@@ -26,7 +26,7 @@ import {
   jobSummary,
   sweepName
 } from '../model/format';
-import { gpuName, outsideWords } from '../model/gpuuse';
+import { outsideWords, poolGpuWords, readingUtil } from '../model/gpuuse';
 import { rovingIndex } from '../model/roving';
 import { ALL_STATES, IGpu, IGpuInventory, IJob, isActive, isCancellable } from '../model/types';
 import { ProgressBar, StateBadge, useTicker } from './common';
@@ -282,10 +282,10 @@ function Pool(props: { pool: IGpuInventory | null }): JSX.Element | null {
   }
   const outside = pool.gpus.filter(g => g.busy_outside);
   return (
-    <div className="e31-Pool" title={pool.gpus.map(gpuWords).join('\n')}>
+    <div className="e31-Pool" title={pool.gpus.map(poolGpuWords).join('\n')}>
       <span className="e31-Pool-gpus">
         {pool.gpus.map(g => (
-          <span key={g.id} className={`e31-Pool-gpu${gpuModifier(g)}`} data-gpu={g.id} />
+          <PoolGpu key={g.id} gpu={g} />
         ))}
       </span>
       <span className="e31-Pool-text">
@@ -307,12 +307,20 @@ function Pool(props: { pool: IGpuInventory | null }): JSX.Element | null {
   );
 }
 
-/** A GPU in the pool's tooltip: "GPU 0: busy (train)", "GPU 1 busy outside the queue: bob 3.2 GiB". */
-function gpuWords(gpu: IGpu): string {
-  if (gpu.busy_outside) {
-    return outsideWords(gpu);
-  }
-  return `${gpuName(gpu.id)}: ${gpu.busy ? `busy${gpu.job_name ? ` (${gpu.job_name})` : ''}` : 'free'}`;
+/** One GPU of the pool: who holds it by its colour, and how busy it was at its last reading by how full it is. */
+function PoolGpu(props: { gpu: IGpu }): JSX.Element {
+  const { gpu } = props;
+  const util = readingUtil(gpu);
+  return (
+    <span
+      className={`e31-Pool-gpu${gpuModifier(gpu)}`}
+      data-gpu={gpu.id}
+      data-util={util === null ? undefined : Math.round(util)}
+      title={poolGpuWords(gpu)}
+    >
+      {util === null ? null : <span className="e31-Pool-util" style={{ height: `${util}%` }} />}
+    </span>
+  );
 }
 
 function gpuModifier(gpu: IGpu): string {

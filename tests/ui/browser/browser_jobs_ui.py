@@ -740,6 +740,12 @@ def test_a_running_job_is_suspended_from_its_page_gives_its_gpus_back_and_is_res
     detail = page.locator(f'.e31-Detail-body[data-job-id="{job["id"]}"]')
     expect(detail).to_have_attribute("data-state", "running")
     expect(pool).to_contain_text(re.compile(r"^1 of 2 GPUs free · 1 running"))
+    # Each GPU tells who holds it; with no NVIDIA driver here, no reading, and no figure in its place
+    (held,) = api.job(job["id"])["gpus"]
+    held_gpu = page.locator(f'.e31-Pool-gpu[data-gpu="{held}"]')
+    expect(held_gpu).to_have_attribute("title", f"GPU {held}: busy (suspendable)")
+    expect(held_gpu).not_to_have_attribute("data-util", re.compile(".*"))
+    expect(page.locator(".e31-Pool-util")).to_have_count(0)
     suspend = detail.get_by_role("button", name="Suspend…", exact=True)
     resume = detail.get_by_role("button", name="Resume", exact=True)
     expect(resume).to_have_count(0)
