@@ -763,6 +763,33 @@ def test_a_job_the_queue_suspended_is_never_expired():
         assert decide(name, [replace(late, suspended_by_queue=True)], snapshot([8])).start == ["late"]
 
 
+# 2000 s of work due in 3500 s: it must start within 1500 s, sooner than its own run time
+SOON = pending("soon", 8, max_runtime=2000, deadline=NOW + 3500)
+
+
+def test_e31_preempt_makes_room_early_for_a_job_the_running_jobs_will_not_leave_room_for():
+    # the holder is expected to run until NOW + 16000, past the latest SOON may start
+    assert decide("e31-preempt", [SOON], _held(NOW - 400)).suspend == [("held", "soon")]
+    assert decide("e31", [SOON], _held(NOW - 400)).suspend == []
+
+
+def test_e31_preempt_makes_no_room_early_where_gpus_free_in_time():
+    # the holder reaches its limit (all it declared) at NOW + 1000, before SOON must start: it waits
+    ending = Running("held", 8, NOW - 19_000, 20_000.0, (0,), 20_000.0, "a", "", None, NOW - 400)
+    decision = decide("e31-preempt", [SOON], snapshot([0], [ending]))
+    assert decision.suspend == [] and decision.start == [] and decision.expire == []
+    # but a job ahead of it in line takes the GPUs that free in time: SOON is given room elsewhere
+    first = pending("first", 8, max_runtime=2000, deadline=NOW + 3400)
+    ending_unsaved = replace(ending, id="ending", checkpointed_at=None)  # it keeps no checkpoints
+    long = Running("long", 8, NOW - 4000, 20_000.0, (1,), 20_000.0, "a", "", None, NOW - 400)
+    decision = decide("e31-preempt", [first, SOON], snapshot([0, 0], [ending_unsaved, long]))
+    assert decision.suspend == [("long", "soon")] and decision.placement["soon"] == (1,)
+    # a large job is given room only once it is urgent: room for it is whole machines
+    large = pending("large", 16, max_runtime=2000, deadline=NOW + 3500)
+    holders = [Running(f"h{m}", 8, NOW - 4000, 20_000.0, (m,), 20_000.0, "a", "", None, NOW - 400) for m in (0, 1)]
+    assert decide("e31-preempt", [large], snapshot([0, 0], holders)).suspend == []
+
+
 def test_e31_preempt_makes_no_suspend_that_is_not_worth_it():
     # 3000 s of work since its checkpoint, and the restore, cost more GPU time than the 1000 s it saves
     assert decide("e31-preempt", [URGENT], _held(NOW - 3000)).suspend == []
