@@ -182,11 +182,7 @@ class LongJobs:
     def _ends(self) -> list[tuple[float, int]]:
         """When the long jobs running are expected to end (``expected_end``; by their limit when
         nothing says), soonest first, each with its GPUs."""
-        ends = []
-        for r in self.running:
-            end = expected_end(r, self.snap)
-            ends.append((max(self.snap.now, r.ends_by) if end is None else end, r.gpus))
-        return sorted(ends)
+        return sorted((_end_or_limit(r, self.snap), r.gpus) for r in self.running)
 
     def waits_for_room(self, job: Pending) -> bool:
         """Whether a long job that finds the share full may wait for its turn in it: it would
@@ -335,8 +331,8 @@ class Supply:
     def __init__(self, snap: Snapshot, ordered: Sequence[Pending], decision: Decision):
         self.snap = snap
         taken = sum(job.gpus for job in ordered if job.id in decision.placement) if decision.placement else 0
-        self.free = snap.cluster.free_gpus - taken
-        self.held = snap.cluster.gpus - snap.cluster.free_gpus
+        self.free = snap.cluster.free_gpus - taken  # after the pass's starts
+        self.held = snap.cluster.gpus - snap.cluster.free_gpus  # by running jobs
 
     def covers(self, gpus: int, by: float) -> bool:
         """Whether ``gpus`` GPUs are expected to be free by ``by``."""
@@ -350,12 +346,13 @@ class Supply:
 
     @cached_property
     def _expected(self) -> tuple[list[float], list[int]]:
-        snap = self.snap
-        ends = []
-        for r in snap.running:
-            end = expected_end(r, snap)
-            ends.append((max(snap.now, r.ends_by) if end is None else end, r.gpus))
-        return _curve(ends)
+        return _curve((_end_or_limit(r, self.snap), r.gpus) for r in self.snap.running)
+
+
+def _end_or_limit(job: Running, snap: Snapshot) -> float:
+    """When a running job is expected to end (``expected_end``); by its limit when nothing says."""
+    end = expected_end(job, snap)
+    return max(snap.now, job.ends_by) if end is None else end
 
 
 def _curve(ends) -> tuple[list[float], list[int]]:

@@ -206,8 +206,9 @@ def walk(
 
     A job that does not start expires when ``hopeless`` gives a reason; with ``drop_first`` it is
     asked before the job may start. It is never asked of a job the queue suspended
-    (``Pending.suspended_by_queue``), whatever the policy: that one runs, late if it must. ``held_back`` may keep a job that fits from starting, by
-    giving the reason (no reservation is made for it). Every job that waits though there are
+    (``Pending.suspended_by_queue``), whatever the policy: that one runs, late if it must.
+    ``held_back`` may keep a job that fits from starting, by giving the reason (no reservation is
+    made for it). Every job that waits though there are
     GPUs for it gets the reason in ``Decision.held_back``: the policy's, or the reservation's.
     ``started`` is told of each job that starts, once it has its GPUs.
 

@@ -291,8 +291,17 @@ class Simulation:
         outcome.lost_s += now - running.started_at - kept  # the restore too, where it was paying one
         trace = outcome.job
         declared = max(trace.max_runtime - (trace.duration - self.work_left[job_id]), 1.0) + self.preemption.restore_s
-        request = (trace.gpus, trace.submitted_at, declared, declared, trace.deadline, trace.team)
-        pending = Pending(job_id, *request, suspended_by_queue=True)  # it will not expire: it runs, late if it must
+        # it will not expire: it runs, late if it must
+        pending = Pending(
+            job_id,
+            trace.gpus,
+            trace.submitted_at,
+            declared,
+            declared,
+            trace.deadline,
+            trace.team,
+            suspended_by_queue=True,
+        )
         self.waiting[job_id] = pending
         insort(self.queue, (self.policy.priority(pending, snap), job_id))
 
