@@ -1,26 +1,18 @@
-"""e31's own policies, pure, on ``policy.py``'s walk:
-
-- ``e31``, the default: earliest deadline first with EASY backfill; run times learned from
-  finished jobs decide when a waiting job expires (more likely than not to miss); a lane of GPUs
-  long jobs that can wait leave free for short and urgent ones; a share of the GPUs for jobs that
-  run for days; a fair-share nudge (``e31_priority``, ``e31_lane``, ``LongJobs``, ``e31_walk``).
-- ``e31-preempt``: ``e31``, and running jobs that keep checkpoints may be suspended for a job
-  that would otherwise miss its deadline, when they can afford it (``e31_preempt_walk``, ``Room``).
+"""``e31``, the default policy, pure, on ``policy.py``'s walk: earliest deadline first with
+EASY backfill; run times learned from finished jobs decide when a waiting job expires (more
+likely than not to miss); a lane of GPUs long jobs that can wait leave free for short and urgent
+ones; a share of the GPUs for jobs that run for days; a fair-share nudge (``e31_priority``,
+``e31_lane``, ``LongJobs``, ``e31_walk``). ``e31_preempt.py`` builds ``e31-preempt`` on it.
 """
 
 from __future__ import annotations
 
-import bisect
-import itertools
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
 from functools import cached_property
 
 from e31_jupyter.core.machines import Cluster
-from e31_jupyter.core.policy import Decision, Pending, Running, Snapshot, expected_end, late, walk
-
-# --- e31 -------------------------------------------------------------------------------------
+from e31_jupyter.core.policy import Decision, Pending, Running, Snapshot, expected_end_or_limit, late, walk
 
 E31_LANE_MAX = 0.30  # the most of the GPUs the lane for jobs that cannot wait takes
 E31_SHORT_S = 3600.0  # a job expected to take at most this is short
@@ -182,7 +174,7 @@ class LongJobs:
     def _ends(self) -> list[tuple[float, int]]:
         """When the long jobs running are expected to end (``expected_end``; by their limit when
         nothing says), soonest first, each with its GPUs."""
-        return sorted((_end_or_limit(r, self.snap), r.gpus) for r in self.running)
+        return sorted((expected_end_or_limit(r, self.snap), r.gpus) for r in self.running)
 
     def waits_for_room(self, job: Pending) -> bool:
         """Whether a long job that finds the share full may wait for its turn in it: it would
@@ -252,182 +244,3 @@ def _leaves_lane(job: Pending, expected: float, cluster: Cluster, lane: int, now
 def _can_wait(job: Pending, expected: float, now: float, margin: float) -> bool:
     """Whether the job would still make its deadline starting ``margin`` from now (always, without one)."""
     return job.deadline is None or job.deadline - expected - now > margin
-
-
-# --- e31-preempt ------------------------------------------------------------------------------
-
-
-def e31_preempt_walk(ordered: Sequence[Pending], snap: Snapshot) -> Decision:
-    """``e31_walk``; then a waiting job that finds no GPUs and will miss its deadline unless it
-    is given room may have running jobs that keep checkpoints suspended to start on their GPUs.
-    It is given room when its latest start is within E31_URGENT_S; or, a job of at most
-    E31_LARGE_GPUS, as soon as its latest start is within its own expected run time and the
-    GPUs running jobs are expected to free before then (``Supply``) are fewer than it and the
-    jobs still waiting ahead of it in line need. Made early, the jobs suspended for it get their
-    GPUs back sooner, so more of them can afford it. In either case, only when that is worth it:
-
-    - each of them can afford it: it still meets its own deadline (or has none) if it starts
-      again only once the job it made room for is expected to end and takes all of its time
-      limit, redoing what it did since its last checkpoint and paying the restore
-      (``Snapshot.restore_s``);
-    - the GPU time they lose (since their last checkpoint, and the restore) is less than the GPU
-      time of the job they make room for: a deadline is saved for less than it costs.
-
-    The cheapest to suspend go first, and only those on the machines the job takes. A job whose
-    deadline cannot be met even now is not helped, and none is suspended for a job that fits but
-    was held back by e31's own rules."""
-    decision = e31_walk(ordered, snap)
-    suspendable = [r for r in snap.running if r.checkpointed_at is not None]
-    if not suspendable:
-        return decision
-    room: Room | None = None  # made for the first job that cannot wait: most passes have none
-    gone = set(decision.start) | {job_id for job_id, _ in decision.expire}
-    now = snap.now
-    ahead = 0  # GPUs of the jobs ahead in line still waiting
-    supply: Supply | None = None
-    for job in ordered:
-        if job.id in gone:
-            continue
-        waiting_ahead, ahead = ahead, ahead + job.gpus
-        if job.deadline is None or not _may_need_room(job, job.deadline - job.max_runtime - now):
-            continue
-        expected = expected_runtime(job, snap)
-        latest = job.deadline - expected  # the latest it may start and make its deadline
-        if latest < now:
-            continue  # it misses whatever is done
-        if latest - now > E31_URGENT_S:
-            if job.gpus > E31_LARGE_GPUS or latest - now > expected:
-                continue
-            supply = supply or Supply(snap, ordered, decision)
-            if supply.covers(waiting_ahead + job.gpus, by=latest):
-                continue  # GPUs are expected to free for it and the jobs ahead of it in time
-        room = room or Room(snap, ordered, decision, suspendable)
-        made = room.make(job, expected)
-        if made is not None:
-            victims, machines = made
-            decision.start.append(job.id)
-            decision.placement[job.id] = machines
-            decision.suspend.extend((victim.id, job.id) for victim in victims)
-            decision.held_back.pop(job.id, None)
-            ahead -= job.gpus
-    return decision
-
-
-def _may_need_room(job: Pending, slack_on_limit: float) -> bool:
-    """Whether a job may be given room this pass, judged on its whole limit (no expected run time
-    is longer) before its expected run time is looked up: a pass asks it of every queued job.
-    ``slack_on_limit`` is how long it could wait and still meet its deadline taking all of it."""
-    if slack_on_limit <= E31_URGENT_S:
-        return True
-    return job.gpus <= E31_LARGE_GPUS and slack_on_limit <= job.max_runtime
-
-
-class Supply:
-    """The GPUs free after a pass's starts, and those running jobs are expected to free by a
-    time (``expected_end``; by their limit when nothing says). Worked out only as far as it
-    takes: most jobs asked about are settled by the GPUs free now, by all of the GPUs, or by
-    the jobs that reach their limit by then, before any job's expected end is worked out."""
-
-    def __init__(self, snap: Snapshot, ordered: Sequence[Pending], decision: Decision):
-        self.snap = snap
-        taken = sum(job.gpus for job in ordered if job.id in decision.placement) if decision.placement else 0
-        self.free = snap.cluster.free_gpus - taken  # after the pass's starts
-        self.held = snap.cluster.gpus - snap.cluster.free_gpus  # by running jobs
-
-    def covers(self, gpus: int, by: float) -> bool:
-        """Whether ``gpus`` GPUs are expected to be free by ``by``."""
-        if gpus <= self.free or gpus > self.free + self.held:
-            return gpus <= self.free
-        return gpus <= self.free + _freed_by(self._limits, by) or gpus <= self.free + _freed_by(self._expected, by)
-
-    @cached_property
-    def _limits(self) -> tuple[list[float], list[int]]:
-        return _curve((r.ends_by, r.gpus) for r in self.snap.running)
-
-    @cached_property
-    def _expected(self) -> tuple[list[float], list[int]]:
-        return _curve((_end_or_limit(r, self.snap), r.gpus) for r in self.snap.running)
-
-
-def _end_or_limit(job: Running, snap: Snapshot) -> float:
-    """When a running job is expected to end (``expected_end``); by its limit when nothing says."""
-    end = expected_end(job, snap)
-    return max(snap.now, job.ends_by) if end is None else end
-
-
-def _curve(ends) -> tuple[list[float], list[int]]:
-    """(end, GPUs) pairs -> the ends, soonest first, and the GPUs freed by each."""
-    ordered = sorted(ends)
-    return [t for t, _ in ordered], list(itertools.accumulate(g for _, g in ordered))
-
-
-def _freed_by(curve: tuple[list[float], list[int]], when: float) -> int:
-    times, freed = curve
-    i = bisect.bisect_right(times, when)
-    return freed[i - 1] if i else 0
-
-
-@dataclass(frozen=True)
-class Suspendable:
-    """A running job that may be suspended, weighed once a pass."""
-
-    job: Running
-    loss: float  # GPU-seconds a suspend costs it: what it did since its last checkpoint, and the restore
-    again_by: float  # the latest it may start again and still meet its deadline on all of its limit
-
-
-class Room:
-    """The GPUs after a pass's starts, and the running jobs that may still be suspended to make
-    room for a job that cannot wait, cheapest first."""
-
-    def __init__(self, snap: Snapshot, ordered: Sequence[Pending], decision: Decision, suspendable: list[Running]):
-        self.snap = snap
-        self.cluster = snap.cluster.copy()
-        gpus = {job.id: job.gpus for job in ordered if job.id in decision.placement}
-        for job_id, machines in decision.placement.items():
-            self.cluster.hold(machines, gpus[job_id])
-        self._candidates = suspendable
-        # (GPUs, when its victims get them back) of jobs that found no place: one asking as many
-        # or more, whose victims would get them back no sooner, finds none either
-        self._no_place: list[tuple[int, float]] = []
-
-    @cached_property
-    def suspendable(self) -> list[Suspendable]:
-        """Weighed on first need: most jobs given room in a pass find GPUs free or no place."""
-        return sorted((self._weigh(job) for job in self._candidates), key=lambda s: s.loss)
-
-    def _weigh(self, job: Running) -> Suspendable:
-        snap = self.snap
-        checkpointed = snap.checkpointed(job) if snap.checkpointed is not None else job.checkpointed_at
-        assert checkpointed is not None  # only such jobs are suspendable
-        loss = job.gpus * (snap.now - checkpointed + snap.restore_s)
-        left = job.max_runtime - (checkpointed - job.started_at) + snap.restore_s  # of its limit, after the suspend
-        return Suspendable(job, loss, math.inf if job.deadline is None else job.deadline - left)
-
-    def make(self, job: Pending, expected: float) -> tuple[list[Running], tuple[int, ...]] | None:
-        """The running jobs to suspend for ``job`` and where it starts; None when it is not worth it."""
-        if self.cluster.fits(job.gpus):
-            return None  # GPUs are free: e31's own rules held it back, not a lack of room
-        again_at = self.snap.now + expected  # when the jobs suspended for it are sure to get GPUs back
-        if any(g <= job.gpus and at <= again_at for g, at in self._no_place):
-            return None
-        trial, freed = self.cluster.copy(), []
-        for candidate in self.suspendable:
-            if trial.fits(job.gpus):
-                break
-            if candidate.again_by >= again_at:
-                trial.release(candidate.job.machines, candidate.job.gpus)
-                freed.append(candidate)
-        machines = trial.place(job.gpus)
-        if machines is None:
-            self._no_place.append((job.gpus, again_at))
-            return None
-        victims = [c for c in freed if set(c.job.machines) & set(machines)]
-        if sum(c.loss for c in victims) >= job.gpus * expected:
-            return None
-        for victim in victims:
-            self.cluster.release(victim.job.machines, victim.job.gpus)
-            self.suspendable.remove(victim)
-        self.cluster.hold(machines, job.gpus)
-        self._no_place.clear()  # its victims may have left GPUs beside it
-        return [victim.job for victim in victims], machines

@@ -14,9 +14,9 @@
   this hour or the last (none where deadlines leave hours); at most a share of the
   GPUs for jobs that run for days while they can wait and such short jobs came in the last day;
   a fair-share nudge. See ``e31_priority``, ``e31_lane``, ``LongJobs`` and ``e31_walk``.
-- ``e31-preempt``: ``e31``, and a job that will miss its deadline unless it starts now may have
-  running jobs that keep checkpoints suspended for it, when they can afford it. See
-  ``e31_preempt_walk``.
+- ``e31-preempt``: ``e31``, and a job that will miss its deadline unless it is given room may
+  have running jobs that keep checkpoints suspended for it, when they can afford it and it is
+  worth what they lose. See ``e31_preempt_walk`` (``e31_preempt.py``).
 """
 
 from __future__ import annotations
@@ -32,7 +32,8 @@ from e31_jupyter.core.baselines import (
     slurm_priority,
     slurm_walk,
 )
-from e31_jupyter.core.e31_policy import e31_preempt_walk, e31_priority, e31_walk
+from e31_jupyter.core.e31_policy import e31_priority, e31_walk
+from e31_jupyter.core.e31_preempt import e31_preempt_walk
 from e31_jupyter.core.policy import Policy
 
 POLICIES: dict[str, Policy] = {

@@ -12,7 +12,7 @@ every PriorityCalcPeriod. Whatever the policy, the walk keeps one owner's jobs t
 ``Snapshot.max_gpus_per_owner`` GPUs at once (``OwnerCap``), when the queue sets a cap.
 
 The policies themselves: ``baselines.py`` (fifo, sjf, edf, Slurm's backfill), ``e31_policy.py``
-(e31 and e31-preempt), and ``policies.py``, which names them.
+(e31), ``e31_preempt.py`` (e31-preempt), and ``policies.py``, which names them.
 """
 
 from __future__ import annotations
@@ -132,6 +132,12 @@ def expected_end(job: Running, snap: Snapshot) -> float | None:
             return None
         runtime = job.max_runtime  # it has outrun what it declared: it may run to its limit
     return max(snap.now, job.started_at + min(runtime, job.max_runtime))
+
+
+def expected_end_or_limit(job: Running, snap: Snapshot) -> float:
+    """When a running job is expected to end (``expected_end``); by its limit when nothing says."""
+    end = expected_end(job, snap)
+    return max(snap.now, job.ends_by) if end is None else end
 
 
 @dataclass(frozen=True)
