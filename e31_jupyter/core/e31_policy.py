@@ -7,8 +7,11 @@ ones; a share of the GPUs for jobs that run for days; a fair-share nudge (``e31_
 
 from __future__ import annotations
 
+import bisect
+import itertools
 import math
-from collections.abc import Sequence
+import operator
+from collections.abc import Iterable, Sequence
 from functools import cached_property
 
 from e31_jupyter.core.machines import Cluster
@@ -171,10 +174,10 @@ class LongJobs:
         return sum(r.gpus for r in self.running)
 
     @cached_property
-    def _ends(self) -> list[tuple[float, int]]:
+    def _ends(self) -> tuple[list[float], list[int]]:
         """When the long jobs running are expected to end (``expected_end``; by their limit when
-        nothing says), soonest first, each with its GPUs."""
-        return sorted((expected_end_or_limit(r, self.snap), r.gpus) for r in self.running)
+        nothing says), soonest first, and the GPUs freed by each."""
+        return freeing_curve((expected_end_or_limit(r, self.snap), r.gpus) for r in self.running)
 
     def waits_for_room(self, job: Pending) -> bool:
         """Whether a long job that finds the share full may wait for its turn in it: it would
@@ -182,12 +185,9 @@ class LongJobs:
         jobs held back ahead of it, taking as long as E31_LONG_SURE of its team's jobs. One that
         waits is counted ahead of the rest of the line."""
         need = self.held + self.kept + self.ahead + job.gpus - self.limit
-        freed, wait = 0, math.inf
-        for end, gpus in self._ends:
-            freed += gpus
-            if freed >= need:
-                wait = end - self.snap.now
-                break
+        ends, freed = self._ends
+        enough = bisect.bisect_left(freed, need)  # the first end by which enough GPUs are freed
+        wait = ends[enough] - self.snap.now if enough < len(ends) else math.inf
         if not _can_wait(job, expected_runtime(job, self.snap, E31_LONG_SURE), self.snap.now, wait):
             return False
         self.ahead += job.gpus
@@ -232,6 +232,12 @@ class LongJobs:
             f"and such jobs may hold at most {share} while they can wait and short jobs keep coming; "
             f"it is expected to run {expected / 3600:.1f} h and starts when {until}"
         )
+
+
+def freeing_curve(ends: Iterable[tuple[float, int]]) -> tuple[list[float], list[int]]:
+    """(end, GPUs) pairs -> the ends, soonest first, and the GPUs freed by each."""
+    ordered = sorted(ends, key=operator.itemgetter(0))  # by end alone: faster than by the pairs, same curve
+    return [end for end, _ in ordered], list(itertools.accumulate(gpus for _, gpus in ordered))
 
 
 def _leaves_lane(job: Pending, expected: float, cluster: Cluster, lane: int, now: float) -> bool:

@@ -8,13 +8,18 @@ time, to decide when room is made early; ``Room`` picks the jobs to suspend. Pur
 from __future__ import annotations
 
 import bisect
-import itertools
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import cached_property
 
-from e31_jupyter.core.e31_policy import E31_LARGE_GPUS, E31_URGENT_S, e31_walk, expected_runtime
+from e31_jupyter.core.e31_policy import (
+    E31_LARGE_GPUS,
+    E31_URGENT_S,
+    e31_walk,
+    expected_runtime,
+    freeing_curve,
+)
 from e31_jupyter.core.policy import Decision, Pending, Running, Snapshot, expected_end_or_limit
 
 
@@ -103,17 +108,11 @@ class Supply:
 
     @cached_property
     def _limits(self) -> tuple[list[float], list[int]]:
-        return _curve((r.ends_by, r.gpus) for r in self.snap.running)
+        return freeing_curve((r.ends_by, r.gpus) for r in self.snap.running)
 
     @cached_property
     def _expected(self) -> tuple[list[float], list[int]]:
-        return _curve((expected_end_or_limit(r, self.snap), r.gpus) for r in self.snap.running)
-
-
-def _curve(ends) -> tuple[list[float], list[int]]:
-    """(end, GPUs) pairs -> the ends, soonest first, and the GPUs freed by each."""
-    ordered = sorted(ends)
-    return [t for t, _ in ordered], list(itertools.accumulate(g for _, g in ordered))
+        return freeing_curve((expected_end_or_limit(r, self.snap), r.gpus) for r in self.snap.running)
 
 
 def _freed_by(curve: tuple[list[float], list[int]], when: float) -> int:

@@ -40,7 +40,13 @@ class Cluster:
         return cls([max(free, 0)], gpus, [gpus])
 
     def copy(self) -> Cluster:
-        return Cluster(self.free, self.machine_gpus, self.sizes)
+        """The same machines, free GPUs kept apart: a pass copies the cluster for every trial
+        placement, so what never changes is shared instead of worked out again."""
+        other = object.__new__(Cluster)
+        other.__dict__.update(self.__dict__)
+        other.free = self.free.copy()
+        other._at = [machines.copy() for machines in self._at]
+        return other
 
     def taken(self, gpus: int) -> int:
         """GPUs a job holds on each of its machines."""

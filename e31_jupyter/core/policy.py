@@ -58,10 +58,11 @@ class Running:
     # Its last checkpoint (or when it started, before the first): it may be suspended and resumed
     # from there, losing what it did since. None: it keeps no checkpoints.
     checkpointed_at: float | None = None
+    # When it reaches its limit; kept, not worked out on each ask: a pass asks of every running job.
+    ends_by: float = field(init=False, repr=False, compare=False)
 
-    @property
-    def ends_by(self) -> float:
-        return self.started_at + self.max_runtime
+    def __post_init__(self):
+        object.__setattr__(self, "ends_by", self.started_at + self.max_runtime)
 
 
 @dataclass
@@ -100,6 +101,8 @@ class Snapshot:
     _per_team: dict[tuple[Callable, str], float] = field(default_factory=dict, init=False, repr=False, compare=False)
     # Each job's median expected run time, likewise: e31 asks for it up to three times a pass.
     _medians: dict[str, float] = field(default_factory=dict, init=False, repr=False, compare=False)
+    # Each running job's expected end (or limit), likewise: e31's long jobs' share and e31-preempt's forecast both ask.
+    _ends: dict[str, float] = field(default_factory=dict, init=False, repr=False, compare=False)
 
     @cached_property
     def _usage_total(self) -> float:
@@ -136,8 +139,11 @@ def expected_end(job: Running, snap: Snapshot) -> float | None:
 
 def expected_end_or_limit(job: Running, snap: Snapshot) -> float:
     """When a running job is expected to end (``expected_end``); by its limit when nothing says."""
-    end = expected_end(job, snap)
-    return max(snap.now, job.ends_by) if end is None else end
+    end = snap._ends.get(job.id)
+    if end is None:
+        expected = expected_end(job, snap)
+        end = snap._ends[job.id] = max(snap.now, job.ends_by) if expected is None else expected
+    return end
 
 
 @dataclass(frozen=True)
