@@ -734,11 +734,11 @@ def test_a_custom_policy_is_just_a_priority_and_a_walk():
 # -- e31-preempt: a suspend only where it is worth what it costs -------------------------------------
 
 
-def _held(checkpointed_at: float | None, deadline: float | None = None) -> Snapshot:
-    """One machine of 8 GPUs, held since NOW - 4000 by a job (limit 20000 s) that keeps
-    checkpoints, its last at ``checkpointed_at``."""
+def _held(checkpointed_at: float | None, deadline: float | None = None, runtimes=None) -> Snapshot:
+    """One machine of 8 GPUs, held since NOW - 4000 by a job of team "a" (limit 20000 s) that
+    keeps checkpoints, its last at ``checkpointed_at``."""
     holder = Running("held", 8, NOW - 4000, 20_000.0, (0,), 20_000.0, "a", "", deadline, checkpointed_at)
-    return snapshot([0], [holder])
+    return snapshot([0], [holder], runtimes=runtimes)
 
 
 URGENT = pending("urgent", 8, max_runtime=1000, deadline=NOW + 1100)  # it must start within 100 s
@@ -761,6 +761,20 @@ def test_a_job_the_queue_suspended_is_never_expired():
         assert expired(decide(name, [late], snapshot([0]))) == ["late"]
         assert expired(decide(name, [replace(late, suspended_by_queue=True)], snapshot([0]))) == []
         assert decide(name, [replace(late, suspended_by_queue=True)], snapshot([8])).start == ["late"]
+
+
+def test_e31_preempt_judges_whether_a_job_can_afford_a_suspend_by_what_its_team_took():
+    # 16460 s of its limit left after the suspend, due in 16800 s: on its limit it cannot afford
+    # to wait for the urgent job (500 s, as half of what jobs declared)
+    halves, uneven = RuntimeModel(), RuntimeModel()
+    for i in range(40):
+        halves.observe("a", 100.0, 50.0)
+        uneven.observe("a", 100.0, 100.0 if i % 4 == 0 else 50.0)  # one in four ran to its limit
+    on_time = NOW + 16_800
+    # its team's jobs took half of what they declared, 9 in 10 of them at most: it can
+    assert decide("e31-preempt", [URGENT], _held(NOW - 400, on_time, halves)).suspend == [("held", "urgent")]
+    # where one in four of them ran to its limit, it cannot
+    assert decide("e31-preempt", [URGENT], _held(NOW - 400, on_time, uneven)).suspend == []
 
 
 # 2000 s of work due in 3500 s: it must start within 1500 s, sooner than its own run time

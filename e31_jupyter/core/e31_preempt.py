@@ -15,6 +15,7 @@ from functools import cached_property
 
 from e31_jupyter.core.e31_policy import (
     E31_LARGE_GPUS,
+    E31_LONG_SURE,
     E31_URGENT_S,
     e31_walk,
     expected_runtime,
@@ -33,8 +34,9 @@ def e31_preempt_walk(ordered: Sequence[Pending], snap: Snapshot) -> Decision:
     GPUs back sooner, so more of them can afford it. In either case, only when that is worth it:
 
     - each of them can afford it: it still meets its own deadline (or has none) if it starts
-      again only once the job it made room for is expected to end and takes all of its time
-      limit, redoing what it did since its last checkpoint and paying the restore
+      again only once the job it made room for is expected to end and takes as long as
+      E31_LONG_SURE of its team's jobs that ran as long (never more than its limit;
+      ``_sure_runtime``), redoing what it did since its last checkpoint and paying the restore
       (``Snapshot.restore_s``);
     - the GPU time they lose (since their last checkpoint, and the restore) is less than the GPU
       time of the job they make room for: a deadline is saved for less than it costs.
@@ -121,13 +123,23 @@ def _freed_by(curve: tuple[list[float], list[int]], when: float) -> int:
     return freed[i - 1] if i else 0
 
 
+def _sure_runtime(job: Running, snap: Snapshot) -> float:
+    """What a running job will take at most, E31_LONG_SURE of its team's jobs that ran as long
+    as it has taking no longer (``RuntimeModel.runtime_so_far``); its limit when nothing says.
+    Not the limit alone: declared run times are over-estimates (on the public trace 1-3x what
+    jobs take), and a suspend judged on them is one nearly no job on a deadline can afford."""
+    elapsed = max(0.0, snap.now - job.started_at)
+    sure = snap.runtimes.runtime_so_far(job.team, job.estimate, elapsed, E31_LONG_SURE)
+    return job.max_runtime if sure is None else min(sure, job.max_runtime)
+
+
 @dataclass(frozen=True)
 class Suspendable:
     """A running job that may be suspended, weighed once a pass."""
 
     job: Running
     loss: float  # GPU-seconds a suspend costs it: what it did since its last checkpoint, and the restore
-    again_by: float  # the latest it may start again and still meet its deadline on all of its limit
+    again_by: float  # the latest it may start again and still meet its deadline (``_sure_runtime``)
 
 
 class Room:
@@ -155,7 +167,7 @@ class Room:
         checkpointed = snap.checkpointed(job) if snap.checkpointed is not None else job.checkpointed_at
         assert checkpointed is not None  # only such jobs are suspendable
         loss = job.gpus * (snap.now - checkpointed + snap.restore_s)
-        left = job.max_runtime - (checkpointed - job.started_at) + snap.restore_s  # of its limit, after the suspend
+        left = _sure_runtime(job, snap) - (checkpointed - job.started_at) + snap.restore_s  # after the suspend
         return Suspendable(job, loss, math.inf if job.deadline is None else job.deadline - left)
 
     def make(self, job: Pending, expected: float) -> tuple[list[Running], tuple[int, ...]] | None:
