@@ -320,7 +320,7 @@ def test_the_benchmark_reads_other_trace_formats_and_prints_json(tmp_path):
     )  # fmt: skip
     results = json.loads(run.stdout)
     assert set(results) == set(POLICIES)
-    for figures in results.values():
+    for name, figures in results.items():
         for key in (
             "miss_rate",
             "goodput",
@@ -334,7 +334,42 @@ def test_the_benchmark_reads_other_trace_formats_and_prints_json(tmp_path):
             assert isinstance(figures[key], float), key
         assert set(figures["wait_mean_h"]) == set(figures["wait_p99_h"]) == {"1", "2-8", ">8"}
         assert figures["jobs"] == 140  # submits in [600, 9000)
+        assert ("targets" in figures) == name.startswith("e31")  # the baselines are what it is held to
+    assert set(results["e31"]["targets"]) == {
+        "misses_over_best_baseline", "fewest_misses", "half_the_best_baseline", "classes_that_pay", "goodput",
+        "team_ontime_worst", "team_ontime_min",
+    }  # fmt: skip
     assert plot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def _benchmark_module():
+    spec = importlib.util.spec_from_file_location("scheduling_benchmark", BENCHMARK)
+    benchmark = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(benchmark)
+    return benchmark
+
+
+def test_the_benchmark_says_which_targets_a_policy_meets_against_the_baselines_beside_it():
+    def figures(misses, by_class, goodput, worst, least):
+        classes = dict(zip(("1", "2-8", ">8"), by_class))
+        return {"miss_rate": misses, "miss_rate_by_class": classes, "goodput": goodput,
+                "team_ontime_worst": worst, "team_ontime_min": least}  # fmt: skip
+
+    baselines = {
+        "sjf": figures(0.20, (0.18, 0.20, 0.70), 0.80, 0.60, 0.55),
+        "backfill": figures(0.45, (0.45, 0.45, 0.45), 0.55, 0.90, 0.50),  # refuses alike: the best ratio
+        "edf": figures(0.30, (0.30, 0.25, 0.30), 0.82, 0.50, 0.45),
+    }
+    targets = _benchmark_module().targets
+    e31 = targets(figures(0.19, (0.17, 0.20, 0.40), 0.90, 0.70, 0.65), baselines)
+    assert e31["misses_over_best_baseline"] == pytest.approx(0.95)
+    assert e31["fewest_misses"] and not e31["half_the_best_baseline"]
+    assert e31["classes_that_pay"] == [">8"]  # 0.40 against edf's 0.30; 2-8 ties sjf's, which is allowed
+    assert e31["goodput"] and e31["team_ontime_worst"] is False and e31["team_ontime_min"] is True
+    preempt = targets(figures(0.10, (0.10, 0.10, 0.30), 0.82, 0.95, 0.90), baselines)
+    assert preempt["half_the_best_baseline"] and preempt["classes_that_pay"] == [] and preempt["goodput"]
+    no_teams = targets(figures(0.25, (0.2, 0.2, 0.2), 0.5, None, None), baselines)
+    assert not no_teams["fewest_misses"] and no_teams["team_ontime_worst"] is None is no_teams["team_ontime_min"]
 
 
 @pytest.mark.slow
@@ -358,6 +393,7 @@ def test_the_benchmark_keeps_a_traces_deadlines_and_time_limits_and_draws_only_b
         capture_output=True, text=True, check=True, timeout=120,
     )  # fmt: skip
     figures = json.loads(run.stdout)["edf"]
+    assert "targets" not in figures  # a baseline is not held to the targets
     assert figures["jobs"] == 50 and figures["expired"] == 0.0
     assert figures["miss_rate"] == pytest.approx(20 / 50)
     assert figures["miss_rate_by_class"] == {"1": pytest.approx(20 / 50), "2-8": 0.0, ">8": 0.0}
@@ -378,9 +414,7 @@ def test_the_benchmark_times_each_policys_pass_over_10000_queued_jobs_in_turns(t
     results = json.loads(run.stdout)
     assert set(results) == {"e31", "edf"} and all(figures["pass_10k_ms"] > 0 for figures in results.values())
 
-    spec = importlib.util.spec_from_file_location("scheduling_benchmark", BENCHMARK)
-    benchmark = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(benchmark)
+    benchmark = _benchmark_module()
     turns = []
 
     class Recorded:
