@@ -70,7 +70,19 @@ BASELINES = ("fifo", "backfill", "edf", "sjf")
 
 
 def main(argv: list[str] | None = None) -> None:
-    args = _parse(argv)
+    args = parse(argv)
+    results, jobs, offered = replay(args)
+    if args.json:
+        print(json.dumps(results, indent=2))
+    else:
+        print(_table(results, args, jobs, offered))
+    if args.plot:
+        plot(results, args.plot)
+
+
+def replay(args: argparse.Namespace) -> tuple[dict, int, float]:
+    """The policies' figures on the window ``args`` names (each policy held to the baselines
+    replayed beside it, ``targets``), the number of jobs, and the offered load."""
     jobs, (start, end) = window_jobs(args.trace, args.start, args.end, args.seed, model=args.deadlines)
     if args.large:
         jobs = made_large(jobs, *args.large, seed=args.seed)
@@ -93,12 +105,7 @@ def main(argv: list[str] | None = None) -> None:
         for name, figures in results.items():
             if name not in BASELINES:
                 figures["targets"] = targets(figures, baselines)
-    if args.json:
-        print(json.dumps(results, indent=2))
-    else:
-        print(_table(results, args, len(jobs), offered))
-    if args.plot:
-        plot(results, args.plot)
+    return results, len(jobs), offered
 
 
 def replay_arguments(doc: str) -> argparse.ArgumentParser:
@@ -127,7 +134,8 @@ def policy_names(text: str) -> list[str]:
     return names
 
 
-def _parse(argv):
+def parse(argv: list[str] | None) -> argparse.Namespace:
+    """This benchmark's arguments (``main``'s, and each run of ``runs.py``)."""
     parser = replay_arguments(__doc__)
     parser.add_argument("--policies", default=",".join(POLICIES), type=policy_names)
     parser.add_argument("--plot", type=Path, default=Path(__file__).with_name("scheduling.png"),

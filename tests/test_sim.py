@@ -372,6 +372,47 @@ def test_the_benchmark_says_which_targets_a_policy_meets_against_the_baselines_b
     assert not no_teams["fewest_misses"] and no_teams["team_ontime_worst"] is None is no_teams["team_ontime_min"]
 
 
+def test_the_runs_benchmark_counts_the_runs_meeting_each_target_and_holds_misses_to_one_policy():
+    spec = importlib.util.spec_from_file_location("runs_benchmark", BENCHMARK.with_name("runs.py"))
+    runs = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(runs)
+    met = {"fewest_misses": True, "half_the_best_baseline": False, "classes_that_pay": [], "goodput": True,
+           "team_ontime_worst": None, "team_ontime_min": True}  # fmt: skip
+    results = {
+        "a": {"edf": {"miss_rate": 0.2}, "e31": {"miss_rate": 0.1, "targets": met}},
+        "b": {"edf": {"miss_rate": 0.1}, "e31": {"miss_rate": 0.2, "targets": {**met, "classes_that_pay": [">8"]}}},
+    }
+    summary = runs.summary(results, against="edf")
+    assert summary["e31"]["runs_held_to_baselines"] == 2
+    assert summary["e31"]["runs_meeting"] == {"fewest_misses": 2, "half_the_best_baseline": 0, "no_class_pays": 1,
+                                              "goodput": 2, "team_ontime_worst": 0, "team_ontime_min": 2}  # fmt: skip
+    assert summary["e31"]["misses_over_edf"] == pytest.approx(1.0)  # half on one run, twice on the other
+    assert summary["edf"]["runs_held_to_baselines"] == 0 and summary["edf"]["misses_over_edf"] == 1.0
+    assert {"tuned", "unseen"} == set(runs.RUNS) and all(len(r) == 8 for r in runs.RUNS.values())
+
+
+@pytest.mark.slow
+def test_the_runs_benchmark_replays_each_run_it_is_given_beside_the_baselines(tmp_path):
+    rng = random.Random(3)
+    rows = [(i * 60, rng.choice([60, 600, 6000]), rng.choice([1, 2, 8]), rng.choice("pq")) for i in range(200)]
+    trace = _write_trace(tmp_path, "submit_time,duration,num_gpu,vc", rows)
+    run = subprocess.run(
+        [sys.executable, str(BENCHMARK.with_name("runs.py")), "--trace", str(trace), "--policies", "edf,sjf,e31",
+         "--run", "small=--gpus 8", "--run", "large=--gpus 32 --deadlines clock", "--against", "edf", "--json",
+         "--workers", "2"],
+        capture_output=True, text=True, check=True, timeout=120,
+    )  # fmt: skip
+    results = json.loads(run.stdout)
+    assert list(results["runs"]) == ["small", "large"]
+    for figures in results["runs"].values():
+        assert set(figures) == {"edf", "sjf", "e31"} and "targets" in figures["e31"] and "targets" not in figures["sjf"]
+    assert results["runs"]["small"]["e31"]["miss_rate"] > results["runs"]["large"]["e31"]["miss_rate"]  # 8 GPUs, not 32
+    assert results["summary"]["e31"]["runs_held_to_baselines"] == 2
+    bad = subprocess.run([sys.executable, str(BENCHMARK.with_name("runs.py")), "--trace", str(trace), "--run", "x"],
+                         capture_output=True, text=True, timeout=60)  # fmt: skip
+    assert bad.returncode == 2 and "--run takes NAME=ARGS" in bad.stderr
+
+
 @pytest.mark.slow
 def test_the_benchmark_keeps_a_traces_deadlines_and_time_limits_and_draws_only_blank_ones(tmp_path):
     """On an empty cluster edf starts every job at its submit, so each one finishes an hour after
