@@ -80,7 +80,8 @@ def _replay(argv: list[str]) -> dict:
 
 def summary(results: dict[str, dict], against: str | None) -> dict[str, dict]:
     """Per policy: the runs meeting each target (of those where it was held to baselines), and
-    with ``against``, the geometric mean over the runs of its misses over that policy's."""
+    with ``against``, the geometric mean over the runs of its misses over that policy's (a run
+    where either missed nothing has no ratio and is left out)."""
     out: dict[str, dict] = {}
     policies = dict.fromkeys(name for figures in results.values() for name in figures)
     for policy in policies:
