@@ -623,6 +623,22 @@ def test_e31_serves_a_large_job_by_its_deadline_like_any_other():
     assert [j.id for j in POLICIES["e31"].order([large, urgent, eight], snap)] == ["urgent", "eight", "large"]
 
 
+def test_e31_serves_jobs_due_in_the_same_hour_fewest_gpu_hours_first():
+    hour = (NOW // 3600 + 2) * 3600  # an hour boundary, two ahead
+    long_wide = pending("long-wide", 8, submitted=1, max_runtime=3000, deadline=hour + 600)
+    short = pending("short", 1, submitted=2, max_runtime=600, deadline=hour + 3000)
+    wide = pending("wide", 8, submitted=3, max_runtime=600, deadline=hour + 1200)
+    earlier = pending("earlier", 8, submitted=4, max_runtime=3000, deadline=hour - 60)  # due the hour before
+    snap = snapshot([8] * 4)
+    order = POLICIES["e31"].order([long_wide, short, wide, earlier], snap)
+    assert [j.id for j in order] == ["earlier", "short", "wide", "long-wide"]
+    # due more than a day ahead: by deadline and submit time, so small jobs cannot keep a big one waiting
+    far = hour + 2 * 86400
+    big = pending("big", 16, submitted=1, max_runtime=3000, deadline=far + 600)
+    small = pending("small", 1, submitted=2, max_runtime=60, deadline=far + 900)
+    assert [j.id for j in POLICIES["e31"].order([small, big], snap)] == ["big", "small"]
+
+
 # -- Slurm's multifactor priority ------------------------------------------------------------------
 
 

@@ -1,8 +1,8 @@
-"""``e31-preempt``: ``e31``, and running jobs that keep checkpoints may be suspended for a
-waiting job that would otherwise miss its deadline, when they can afford it and it is worth
-what they lose (``e31_preempt_walk``). ``Supply`` forecasts the GPUs running jobs free by a
-time, to decide when room is made early; ``Room`` picks the jobs to suspend. Pure, like
-``e31_policy.py``, whose walk it runs first.
+"""``e31-preempt``: ``e31`` in plain deadline order (``e31_preempt_priority``), and running jobs
+that keep checkpoints may be suspended for a waiting job that would otherwise miss its
+deadline, when they can afford it and it is worth what they lose (``e31_preempt_walk``).
+``Supply`` forecasts the GPUs running jobs free by a time, to decide when room is made early;
+``Room`` picks the jobs to suspend. Pure, like ``e31_policy.py``, whose walk it runs first.
 """
 
 from __future__ import annotations
@@ -20,8 +20,19 @@ from e31_jupyter.core.e31_policy import (
     e31_walk,
     expected_runtime,
     freeing_curve,
+    moved_deadline,
 )
 from e31_jupyter.core.policy import Decision, Pending, Running, Snapshot, expected_end_or_limit
+
+
+def e31_preempt_priority(job: Pending, snap: Snapshot) -> tuple:
+    """Earliest deadline first, as fair share moves it (``moved_deadline``), then submit time:
+    e31's order without its hours. Where a job due soon can be given room by suspending others,
+    serving the fewest GPU-hours first among jobs due in the same hour missed more deadlines
+    than it saved (RESULTS.md, stop 58)."""
+    if job.deadline is None:
+        return (math.inf, job.submitted_at, job.id)
+    return (moved_deadline(job, snap, expected_runtime(job, snap)), job.submitted_at, job.id)
 
 
 def e31_preempt_walk(ordered: Sequence[Pending], snap: Snapshot) -> Decision:
