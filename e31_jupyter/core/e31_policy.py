@@ -1,6 +1,6 @@
 """``e31``, the default policy, pure, on ``policy.py``'s walk: earliest deadline first (by the
-hour; within it, the fewest expected GPU-hours first) with EASY backfill; run times learned from finished jobs decide when a waiting job expires (more
-likely than not to miss); a lane of GPUs long jobs that can wait leave free for short and urgent
+hour; within it, the fewest expected GPU-hours first) with EASY backfill; run times learned
+from finished jobs decide when a waiting job expires (more likely than not to miss); a lane of GPUs long jobs that can wait leave free for short and urgent
 ones; a share of the GPUs for jobs that run for days; a fair-share nudge (``e31_priority``,
 ``e31_lane``, ``LongJobs``, ``e31_walk``). ``e31_preempt.py`` builds ``e31-preempt`` on it.
 """
@@ -74,9 +74,10 @@ def e31_priority(job: Pending, snap: Snapshot) -> tuple:
     most (as Moore and Hodgson's rule for one deadline), where EDF would serve them by submit
     time, an order that means nothing. A job due more than E31_SAME_DUE_WITHIN_S from now goes
     by deadline and submit time alone: its deadline is not near, and first come first served
-    keeps a stream of small jobs from starving a big one. A large job is not put first: where large jobs are common, serving them ahead of every
-    deadline costs more deadlines than it saves; it is kept from starving as in edf, by the
-    reservation it holds once it is first in line."""
+    keeps a stream of small jobs from starving a big one. A large job is not put first: where
+    large jobs are common, serving them ahead of every deadline costs more deadlines than it
+    saves; it is kept from starving as in edf, by the reservation it holds once it is first in
+    line."""
     if job.deadline is None:
         return (math.inf, 0.0, math.inf, job.submitted_at, job.id)
     expected = expected_runtime(job, snap)

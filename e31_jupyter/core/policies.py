@@ -8,9 +8,8 @@
   half-life, a small-job factor), EASY backfill on declared max run time, and a pending job that
   can no longer end within its time limit before its deadline is dropped (``--deadline``).
 - ``e31``, the default: earliest deadline first (by the hour; within it, fewest expected GPU-hours
-  first) with EASY backfill; run times learned from
-  finished jobs (their declared run times and deadline windows; for a job that declared none,
-  what such jobs took) decide when a job expires (more likely than not to miss); a lane of GPUs
+  first) with EASY backfill; run times learned from finished jobs (their declared run times and
+  deadline windows; for a job that declared none, what such jobs took) decide when a job expires (more likely than not to miss); a lane of GPUs
   that long jobs which can wait leave free, as many as short jobs that could not wait needed in
   this hour or the last (none where deadlines leave hours); at most a share of the
   GPUs for jobs that run for days while they can wait and such short jobs came in the last day;
