@@ -1,8 +1,9 @@
 """``e31``, the default policy, pure, on ``policy.py``'s walk: earliest deadline first (by the
 hour; within it, the fewest expected GPU-hours first) with EASY backfill; run times learned
 from finished jobs decide when a waiting job expires (more likely than not to miss); a lane of
-GPUs long jobs that can wait leave free for short and urgent ones; a share of the GPUs for jobs that run for days; a fair-share nudge (``e31_priority``,
-``e31_lane``, ``LongJobs``, ``e31_walk``). ``e31_preempt.py`` builds ``e31-preempt`` on it.
+GPUs long jobs that can wait leave free for short and urgent ones; a share of the GPUs for jobs
+that run for days; a fair-share nudge (``e31_priority``, ``e31_lane``, ``LongJobs``,
+``e31_walk``). ``e31_preempt.py`` builds ``e31-preempt`` on it.
 """
 
 from __future__ import annotations
