@@ -8,8 +8,8 @@ e31 policy meets on each.
 The runs (``RUNS``) are the eight every rule was judged on ("tuned"), eight that no rule was
 tuned on ("unseen": December, mid-October to mid-November, and December with 32- and 64-GPU
 jobs), and eight where much of the work is 64-GPU jobs ("many-large": a tenth to a half of the
-jobs, on machines of 8 GPUs and of 4), each the arguments of one ``scheduling.py`` replay; ``--run NAME=ARGS`` replays your own
-instead. Runs go in parallel (``--workers``, default the machine's cores). One run moves by tens
+jobs, on machines of 8 GPUs and of 4), each the arguments of one ``scheduling.py`` replay;
+``--run NAME=ARGS`` replays your own instead. Runs go in parallel (``--workers``, default the machine's cores). One run moves by tens
 of percent with an unrelated change to the order of the line (one burst decides it: RESULTS.md,
 "How much rides on one burst"), so judge a rule by all of them, and by a second ``--seed``.
 

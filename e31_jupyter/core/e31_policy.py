@@ -82,7 +82,7 @@ def e31_priority(job: Pending, snap: Snapshot) -> tuple:
     if job.deadline is None:
         return (math.inf, 0.0, math.inf, job.submitted_at, job.id)
     expected = expected_runtime(job, snap)
-    due = job.deadline + snap.per_team(_fair_shift, job.team) * expected  # moved_deadline, inline: it is hot
+    due = moved_deadline(job, snap, expected)
     if due - snap.now > E31_SAME_DUE_WITHIN_S:
         return (due // E31_SAME_DUE_S, 0.0, due, job.submitted_at, job.id)
     return (due // E31_SAME_DUE_S, job.gpus * expected, due, job.submitted_at, job.id)
@@ -91,7 +91,7 @@ def e31_priority(job: Pending, snap: Snapshot) -> tuple:
 def moved_deadline(job: Pending, snap: Snapshot, expected: float) -> float:
     """The job's deadline as fair share moves it: later for a team over its share of recent GPU
     time, earlier for one under it, by up to 2 x E31_FAIR_SHARE of its ``expected`` run time.
-    Asked only of a job with a deadline (no assert: a replay asks it millions of times)."""
+    Asked only of a job with a deadline (no assert: a replay asks it of every job in line)."""
     return job.deadline + snap.per_team(_fair_shift, job.team) * expected  # type: ignore[operator]
 
 
