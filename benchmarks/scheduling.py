@@ -307,13 +307,18 @@ def targets(figures: dict, baselines: dict[str, dict]) -> dict:
     (no class pays for the others); goodput at least the best baseline's; the team on-time
     figures at least every baseline's, the ratio (``team_ontime_worst``, the issue's) and the
     worst team's share (``team_ontime_min``, proposed instead: refusing work never raises it).
-    The team ones are None for a trace without teams."""
+    The team ones are None for a trace without teams.
+
+    Size classes are also held to the one baseline with the fewest misses
+    (``classes_that_pay_against_best_baseline``): the best per class is often no one policy's
+    (``baselines_best_in_every_class`` names those that are), since a baseline that meets more
+    of one class's deadlines does so by giving up another's."""
     best = min(b["miss_rate"] for b in baselines.values())
-    paying = [
-        c
-        for c in SIZE_CLASSES
-        if figures["miss_rate_by_class"][c] > min(b["miss_rate_by_class"][c] for b in baselines.values())
-    ]
+    class_best = {c: min(b["miss_rate_by_class"][c] for b in baselines.values()) for c in SIZE_CLASSES}
+    leader = min(baselines.values(), key=lambda b: b["miss_rate"])
+
+    def paying(rates: dict) -> list[str]:
+        return [c for c in SIZE_CLASSES if figures["miss_rate_by_class"][c] > rates[c]]
 
     def at_least_every_baseline(key: str) -> bool | None:
         if figures[key] is None:
@@ -324,7 +329,13 @@ def targets(figures: dict, baselines: dict[str, dict]) -> dict:
         "misses_over_best_baseline": figures["miss_rate"] / best if best else None,
         "fewest_misses": all(figures["miss_rate"] < b["miss_rate"] for b in baselines.values()),
         "half_the_best_baseline": figures["miss_rate"] <= 0.5 * best,
-        "classes_that_pay": paying,
+        "classes_that_pay": paying(class_best),
+        "classes_that_pay_against_best_baseline": paying(leader["miss_rate_by_class"]),
+        "baselines_best_in_every_class": [
+            name
+            for name, b in baselines.items()
+            if all(b["miss_rate_by_class"][c] <= class_best[c] for c in SIZE_CLASSES)
+        ],
         "goodput": figures["goodput"] >= max(b["goodput"] for b in baselines.values()),
         "team_ontime_worst": at_least_every_baseline("team_ontime_worst"),
         "team_ontime_min": at_least_every_baseline("team_ontime_min"),
@@ -377,18 +388,23 @@ def _targets_table(results: dict) -> list[str]:
         "",
         "Targets, held to the baselines above:",
         "",
-        "| policy | misses / best baseline's | fewest misses | at most half | no class pays | goodput | team on-time worst / min |",
+        "| policy | misses / best baseline's | fewest misses | at most half | no class pays (against the best baseline) "
+        "| goodput | team on-time worst / min |",
         "|---|---|---|---|---|---|---|",
     ]
     for name, t in rows:
         ratio = "-" if t["misses_over_best_baseline"] is None else f"{t['misses_over_best_baseline']:.2f}x"
-        paying = "yes" if not t["classes_that_pay"] else "no: " + ", ".join(t["classes_that_pay"])
+        paying = f"{_paying(t['classes_that_pay'])} ({_paying(t['classes_that_pay_against_best_baseline'])})"
         team = f"{_yes(t['team_ontime_worst'])} / {_yes(t['team_ontime_min'])}"
         lines.append(
             f"| {name} | {ratio} | {_yes(t['fewest_misses'])} | {_yes(t['half_the_best_baseline'])} | {paying} | "
             f"{_yes(t['goodput'])} | {team} |"
         )
     return lines
+
+
+def _paying(classes: list[str]) -> str:
+    return "yes" if not classes else "no: " + ", ".join(classes)
 
 
 def _yes(met: bool | None) -> str:

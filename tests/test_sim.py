@@ -336,14 +336,16 @@ def test_the_benchmark_reads_other_trace_formats_and_prints_json(tmp_path):
         assert figures["jobs"] == 140  # submits in [600, 9000)
         assert ("targets" in figures) == name.startswith("e31")  # the baselines are what it is held to
     assert set(results["e31"]["targets"]) == {
-        "misses_over_best_baseline", "fewest_misses", "half_the_best_baseline", "classes_that_pay", "goodput",
+        "misses_over_best_baseline", "fewest_misses", "half_the_best_baseline", "classes_that_pay",
+        "classes_that_pay_against_best_baseline", "baselines_best_in_every_class", "goodput",
         "team_ontime_worst", "team_ontime_min",
     }  # fmt: skip
     assert plot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
-def _benchmark_module():
-    spec = importlib.util.spec_from_file_location("scheduling_benchmark", BENCHMARK)
+def _benchmark_module(name: str = BENCHMARK.name):
+    """A module of benchmarks/ by file name (they are scripts, not a package)."""
+    spec = importlib.util.spec_from_file_location(f"{Path(name).stem}_benchmark", BENCHMARK.with_name(name))
     benchmark = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(benchmark)
     return benchmark
@@ -365,27 +367,35 @@ def test_the_benchmark_says_which_targets_a_policy_meets_against_the_baselines_b
     assert e31["misses_over_best_baseline"] == pytest.approx(0.95)
     assert e31["fewest_misses"] and not e31["half_the_best_baseline"]
     assert e31["classes_that_pay"] == [">8"]  # 0.40 against edf's 0.30; 2-8 ties sjf's, which is allowed
+    # held to sjf alone (the fewest misses), whose large jobs miss 0.70: no class pays
+    assert e31["classes_that_pay_against_best_baseline"] == []
+    assert e31["baselines_best_in_every_class"] == []  # sjf is best for one GPU, edf for large jobs
     assert e31["goodput"] and e31["team_ontime_worst"] is False and e31["team_ontime_min"] is True
     preempt = targets(figures(0.10, (0.10, 0.10, 0.30), 0.82, 0.95, 0.90), baselines)
     assert preempt["half_the_best_baseline"] and preempt["classes_that_pay"] == [] and preempt["goodput"]
     no_teams = targets(figures(0.25, (0.2, 0.2, 0.2), 0.5, None, None), baselines)
     assert not no_teams["fewest_misses"] and no_teams["team_ontime_worst"] is None is no_teams["team_ontime_min"]
+    assert no_teams["classes_that_pay_against_best_baseline"] == ["1"]  # 0.2 against sjf's 0.18
+    one_best = targets(figures(0.1, (0.1, 0.1, 0.1), 0.9, None, None), {"edf": baselines["edf"]})
+    assert one_best["baselines_best_in_every_class"] == ["edf"]
 
 
 def test_the_runs_benchmark_counts_the_runs_meeting_each_target_and_holds_misses_to_one_policy():
-    spec = importlib.util.spec_from_file_location("runs_benchmark", BENCHMARK.with_name("runs.py"))
-    runs = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(runs)
+    runs = _benchmark_module("runs.py")
     met = {"fewest_misses": True, "half_the_best_baseline": False, "classes_that_pay": [], "goodput": True,
-           "team_ontime_worst": None, "team_ontime_min": True}  # fmt: skip
+           "team_ontime_worst": None, "team_ontime_min": True, "classes_that_pay_against_best_baseline": [],
+           "baselines_best_in_every_class": ["edf"]}  # fmt: skip
+    paying = {"classes_that_pay": [">8"], "baselines_best_in_every_class": []}
     results = {
         "a": {"edf": {"miss_rate": 0.2}, "e31": {"miss_rate": 0.1, "targets": met}},
-        "b": {"edf": {"miss_rate": 0.1}, "e31": {"miss_rate": 0.2, "targets": {**met, "classes_that_pay": [">8"]}}},
+        "b": {"edf": {"miss_rate": 0.1}, "e31": {"miss_rate": 0.2, "targets": {**met, **paying}}},
     }
     summary = runs.summary(results, against="edf")
     assert summary["e31"]["runs_held_to_baselines"] == 2
     assert summary["e31"]["runs_meeting"] == {"fewest_misses": 2, "half_the_best_baseline": 0, "no_class_pays": 1,
-                                              "goodput": 2, "team_ontime_worst": 0, "team_ontime_min": 2}  # fmt: skip
+                                              "no_class_pays_against_best_baseline": 2, "goodput": 2,
+                                              "team_ontime_worst": 0, "team_ontime_min": 2}  # fmt: skip
+    assert summary["e31"]["runs_a_baseline_is_best_in_every_class"] == 1
     assert summary["e31"]["misses_over_edf"] == pytest.approx(1.0)  # half on one run, twice on the other
     assert summary["edf"]["runs_held_to_baselines"] == 0 and summary["edf"]["misses_over_edf"] == 1.0
     assert {"tuned", "unseen", "many-large"} == set(runs.RUNS) and all(len(r) == 8 for r in runs.RUNS.values())
@@ -408,6 +418,10 @@ def test_the_runs_benchmark_replays_each_run_it_is_given_beside_the_baselines(tm
         assert set(figures) == {"edf", "sjf", "e31"} and "targets" in figures["e31"] and "targets" not in figures["sjf"]
     assert results["runs"]["small"]["e31"]["miss_rate"] > results["runs"]["large"]["e31"]["miss_rate"]  # 8 GPUs, not 32
     assert results["summary"]["e31"]["runs_held_to_baselines"] == 2
+    one_baseline_best = results["summary"]["e31"]["runs_a_baseline_is_best_in_every_class"]
+    runs = _benchmark_module("runs.py")
+    table = runs._table(results["runs"], "edf")
+    assert f"one baseline has the fewest misses of every size class: {one_baseline_best} of 2" in table
     bad = subprocess.run([sys.executable, str(BENCHMARK.with_name("runs.py")), "--trace", str(trace), "--run", "x"],
                          capture_output=True, text=True, timeout=60)  # fmt: skip
     assert bad.returncode == 2 and "--run takes NAME=ARGS" in bad.stderr
