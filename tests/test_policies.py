@@ -369,6 +369,30 @@ def test_e31_lets_short_and_urgent_jobs_into_the_lane():
     assert sorted(decide("e31", [short, urgent], _lane_case()).start) == ["short", "urgent"]
 
 
+def test_e31_keeps_the_lane_from_a_large_job_that_can_wait_unless_it_is_too_big_to_leave_it():
+    """Two machines of 8 free (16 GPUs) and a lane of 4: a 16-GPU job would take it."""
+
+    def case(free_machines: int, urgent_gpus: int) -> Snapshot:
+        busy = [Running(f"r{m}", 8, NOW - 10, 10_000, (m,)) for m in range(free_machines, 5)]
+        snap = snapshot([8] * free_machines + [0] * (5 - free_machines), busy)
+        snap.demand = _urgent_bursts(1, urgent_gpus)
+        return snap
+
+    large = pending("large", 16, max_runtime=8 * 3600, deadline=NOW + 24 * 3600)
+    decision = decide("e31", [large], case(2, 4))
+    assert decision.start == [] and decision.expire == []
+    assert "the last 4 GPUs are kept for short and urgent jobs" in decision.held_back["large"]
+    assert decide("e31-preempt", [large], case(2, 4)).start == []
+    urgent = replace(large, deadline=NOW + 8 * 3600 + 600)  # it must start within 15 minutes
+    assert decide("e31", [urgent], case(2, 4)).start == ["large"]
+    short = pending("large", 16, max_runtime=1800, deadline=NOW + 24 * 3600)
+    assert decide("e31", [short], case(2, 4)).start == ["large"]
+    assert decide("e31", [large], case(3, 4)).start == ["large"]  # 24 free: room beside the lane
+    # a lane of 12 (30% of 40 GPUs): a 32-GPU job could never leave it free, so it may take it
+    whole = pending("whole", 32, max_runtime=8 * 3600, deadline=NOW + 24 * 3600)
+    assert e31_lane(case(4, 40)) == 12 and decide("e31", [whole], case(4, 40)).start == ["whole"]
+
+
 def test_e31_keeps_the_lane_from_an_undeclared_job_once_undeclared_jobs_ran_long():
     job = pending("unknown", max_runtime=86400, estimate=0, team="t")
     assert decide("e31", [job], _lane_case()).start == ["unknown"]  # nothing says it is long

@@ -35,9 +35,9 @@ E31_LONG_SHARE = 0.6  # long jobs that can wait start only while long jobs hold 
 # as long as this share of its team's jobs (the q-quantile of its run time): waiting for its turn
 # must not make it likely to be late.
 E31_LONG_SURE = 0.9
-# A job asking for more GPUs is large: exempt from the lane and the long jobs' share (it could
-# rarely start if it had to leave GPUs free). A count of GPUs, not the machine's size: on
-# machines of 4 GPUs the common 8-GPU job would otherwise be one.
+# A job asking for more GPUs is large: exempt from the long jobs' share (it could rarely start
+# if it had to leave that much free). A count of GPUs, not the machine's size: on machines of 4
+# GPUs the common 8-GPU job would otherwise be one.
 E31_LARGE_GPUS = 8
 
 # How an expired job's run time was judged ("deadline can no longer be met: ... (<this>)").
@@ -132,27 +132,26 @@ def e31_walk(ordered: Sequence[Pending], snap: Snapshot) -> Decision:
     - The last GPUs are a lane (``e31_lane``) for short jobs (expected <= E31_SHORT_S) and urgent
       ones (latest start within E31_URGENT_S): a long job that can wait does not take them, so a
       burst of short jobs that cannot wait finds GPUs free. Jobs too big to ever leave the lane
-      free are exempt.
+      free are exempt. A large job that can wait is not: exempt, it could take the lane's GPUs
+      as they freed, leaving none for a burst of urgent jobs.
 
-    Large jobs (more than E31_LARGE_GPUS) are exempt from both.
+    Large jobs (more than E31_LARGE_GPUS) are exempt from the long jobs' share.
     """
     now = snap.now
     lane = e31_lane(snap)
     long_jobs = LongJobs(snap)
 
     def held_back(job: Pending, cluster: Cluster) -> str:
-        if job.gpus > E31_LARGE_GPUS:
-            return ""
         expected = expected_runtime(job, snap)
-        is_long = expected > E31_LONG_S
-        if is_long and not long_jobs.admit(job.gpus) and long_jobs.waits_for_room(job):
+        in_the_share = expected > E31_LONG_S and job.gpus <= E31_LARGE_GPUS
+        if in_the_share and not long_jobs.admit(job.gpus) and long_jobs.waits_for_room(job):
             return long_jobs.reason(job, expected)
         if not _leaves_lane(job, expected, cluster, lane, now):
             return (
                 f"the last {lane} GPUs are kept for short and urgent jobs, and it is "
                 f"expected to run {expected / 3600:.1f} h and is not urgent"
             )
-        if is_long:
+        if in_the_share:
             long_jobs.let_in(job)
         return ""
 
