@@ -311,8 +311,8 @@ def targets(figures: dict, baselines: dict[str, dict]) -> dict:
 
     Size classes are also held to the one baseline with the fewest misses
     (``classes_that_pay_against_best_baseline``): the best per class is often no one policy's
-    (``baselines_best_in_every_class`` names those that are), since a baseline that meets more
-    of one class's deadlines does so by giving up another's."""
+    (``baselines_best_in_every_class`` names those that are): a baseline that meets more of
+    one class's deadlines often does so by giving up another's."""
     best = min(b["miss_rate"] for b in baselines.values())
     class_best = {c: min(b["miss_rate_by_class"][c] for b in baselines.values()) for c in SIZE_CLASSES}
     leader = min(baselines.values(), key=lambda b: b["miss_rate"])

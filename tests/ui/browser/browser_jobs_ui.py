@@ -40,10 +40,21 @@ def open_lab(page, lab, workspace: str, notebook: str | None = None) -> None:
     expect(page.locator(".e31-Status")).to_contain_text("today", timeout=30_000)
 
 
-def show_sidebar(page, widget_id: str) -> None:
-    if not page.locator(f"#{widget_id}").is_visible():
-        page.locator(f'.jp-SideBar [data-id="{widget_id}"]').click()
-    expect(page.locator(f"#{widget_id}")).to_be_visible()
+def show_sidebar(page, widget_id: str, timeout_s: float = 20.0) -> None:
+    """Open a sidebar panel by its tab. Its tab toggles it, and JupyterLab may still be laying
+    out the workspace (opening or closing panels) when the page looks ready: a click made just
+    before that can be undone, so click again until the panel stays open."""
+    panel = page.locator(f"#{widget_id}")
+    tab = page.locator(f'.jp-SideBar [data-id="{widget_id}"]')
+    deadline = time.monotonic() + timeout_s
+    while not panel.is_visible():
+        assert time.monotonic() < deadline, f"the sidebar panel {widget_id} did not open in {timeout_s:.0f} s"
+        tab.click()
+        try:
+            expect(panel).to_be_visible(timeout=2000)
+        except AssertionError:
+            continue
+        page.wait_for_timeout(300)  # a layout still being restored would close it again now
 
 
 def show_panel(page) -> None:
