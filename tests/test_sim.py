@@ -409,22 +409,30 @@ def test_the_runs_benchmark_replays_each_run_it_is_given_beside_the_baselines(tm
     run = subprocess.run(
         [sys.executable, str(BENCHMARK.with_name("runs.py")), "--trace", str(trace), "--policies", "edf,sjf,e31",
          "--run", "small=--gpus 8", "--run", "large=--gpus 32 --deadlines clock", "--against", "edf", "--json",
-         "--workers", "2"],
+         "--workers", "2", "--seed", "0,1"],
         capture_output=True, text=True, check=True, timeout=120,
     )  # fmt: skip
     results = json.loads(run.stdout)
-    assert list(results["runs"]) == ["small", "large"]
+    assert list(results["runs"]) == ["small, seed 0", "small, seed 1", "large, seed 0", "large, seed 1"]
     for figures in results["runs"].values():
         assert set(figures) == {"edf", "sjf", "e31"} and "targets" in figures["e31"] and "targets" not in figures["sjf"]
-    assert results["runs"]["small"]["e31"]["miss_rate"] > results["runs"]["large"]["e31"]["miss_rate"]  # 8 GPUs, not 32
-    assert results["summary"]["e31"]["runs_held_to_baselines"] == 2
+    for seed in (0, 1):  # 8 GPUs, not 32
+        assert (
+            results["runs"][f"small, seed {seed}"]["e31"]["miss_rate"]
+            > results["runs"][f"large, seed {seed}"]["e31"]["miss_rate"]
+        )
+    assert results["runs"]["small, seed 0"]["edf"] != results["runs"]["small, seed 1"]["edf"]  # other draws
+    assert results["summary"]["e31"]["runs_held_to_baselines"] == 4
     one_baseline_best = results["summary"]["e31"]["runs_a_baseline_is_best_in_every_class"]
     runs = _benchmark_module("runs.py")
     table = runs._table(results["runs"], "edf")
-    assert f"one baseline has the fewest misses of every size class: {one_baseline_best} of 2" in table
+    assert f"one baseline has the fewest misses of every size class: {one_baseline_best} of 4" in table
     bad = subprocess.run([sys.executable, str(BENCHMARK.with_name("runs.py")), "--trace", str(trace), "--run", "x"],
                          capture_output=True, text=True, timeout=60)  # fmt: skip
     assert bad.returncode == 2 and "--run takes NAME=ARGS" in bad.stderr
+    bad = subprocess.run([sys.executable, str(BENCHMARK.with_name("runs.py")), "--trace", str(trace), "--seed", "0,x"],
+                         capture_output=True, text=True, timeout=60)  # fmt: skip
+    assert bad.returncode == 2 and "--seed takes whole numbers separated by commas" in bad.stderr
 
 
 @pytest.mark.slow
