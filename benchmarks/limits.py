@@ -37,7 +37,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from scheduling import BASELINES, policy_names, replay_arguments, window_jobs  # noqa: E402
 
-from e31_jupyter.core.e31_policy import E31_LARGE_GPUS, expected_runtime  # noqa: E402
+from e31_jupyter.core.e31_policy import expected_runtime  # noqa: E402
+from e31_jupyter.core.e31_preempt import E31_LARGE_GPUS  # noqa: E402
 from e31_jupyter.core.policies import POLICIES  # noqa: E402
 from e31_jupyter.core.policy import Pending, Policy, Snapshot  # noqa: E402
 from e31_jupyter.core.simulator import TraceJob, simulate, summarise  # noqa: E402

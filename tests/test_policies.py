@@ -492,8 +492,8 @@ def test_long_jobs_that_can_wait_hold_at_most_their_share_of_the_gpus():
 
 
 def test_on_machines_of_4_gpus_long_jobs_of_8_count_in_the_share_and_are_held_by_it():
-    """An 8-GPU job takes two whole machines of 4, yet it is not large: long ones hold the share
-    (24 of 40 GPUs here), and one more that can wait is held back while a shorter one starts."""
+    """An 8-GPU job takes two whole machines of 4: long ones hold the share (24 of 40 GPUs
+    here), and one more that can wait is held back while a shorter one starts."""
     days = [Running(f"days{i}", 8, NOW - 10, 4 * DAY, (2 * i, 2 * i + 1), 2 * DAY) for i in range(3)]
     snap = snapshot([0] * 6 + [4] * 4, days, machine_gpus=4)
     long_job = pending("long", 8, max_runtime=2 * DAY, deadline=NOW + 5 * DAY)
@@ -551,6 +551,23 @@ def test_a_long_job_let_in_keeps_its_part_of_the_share_while_it_waits_for_the_re
     assert "already hold 6 GPUs and 4 more are kept for such jobs ahead of it in line, and such jobs" in said
     assert "may hold at most 45% of the GPUs (10)" in said
     assert decide("e31", [big, second], snap).start == ["second"]  # 6 + 2: on machine 0, beside "days"
+
+
+def test_a_large_long_job_is_held_to_the_share_while_it_can_wait_and_counts_in_it_once_running():
+    """Whatever its size: 16 GPUs of long jobs + 16 > 24. It waits for the first of them to end
+    (two days) while it can still make its deadline after that, and starts now when it cannot."""
+    can_wait = pending("large", 16, max_runtime=2 * DAY, deadline=NOW + 5 * DAY)
+    for policy in ("e31", "e31-preempt"):
+        decision = decide(policy, [can_wait], _long_jobs_hold(16))
+        assert decision.start == [] and decision.expire == []
+        assert "such jobs may hold at most 60% of the GPUs (24)" in decision.held_back["large"]
+    cannot_wait = replace(can_wait, deadline=NOW + 3 * DAY)  # 2 days' wait + 2 days' run > 3 days
+    assert decide("e31", [cannot_wait], _long_jobs_hold(16)).start == ["large"]
+    running_large = Running("large_days", 16, NOW - 10, 4 * DAY, (0, 1), 2 * DAY)  # 16 + 8 of the share held
+    days = Running("days", 8, NOW - 10, 4 * DAY, (2,), 2 * DAY)
+    snap = snapshot([0, 0, 0, 8, 8], [running_large, days])
+    small = pending("small", 4, max_runtime=2 * DAY, deadline=NOW + 5 * DAY)
+    assert decide("e31", [small], snap).start == []
 
 
 def test_the_share_counts_long_jobs_started_in_the_same_pass():

@@ -35,10 +35,6 @@ E31_LONG_SHARE = 0.6  # long jobs that can wait start only while long jobs hold 
 # as long as this share of its team's jobs (the q-quantile of its run time): waiting for its turn
 # must not make it likely to be late.
 E31_LONG_SURE = 0.9
-# A job asking for more GPUs is large: exempt from the long jobs' share (it could rarely start
-# if it had to leave that much free). A count of GPUs, not the machine's size: on machines of 4
-# GPUs the common 8-GPU job would otherwise be one.
-E31_LARGE_GPUS = 8
 
 # How an expired job's run time was judged ("deadline can no longer be met: ... (<this>)").
 LEARNED_FROM_TEAM = "as its team's finished jobs suggest"
@@ -135,7 +131,11 @@ def e31_walk(ordered: Sequence[Pending], snap: Snapshot) -> Decision:
       free are exempt. A large job that can wait is not: exempt, it could take the lane's GPUs
       as they freed, leaving none for a burst of urgent jobs.
 
-    Large jobs (more than E31_LARGE_GPUS) are exempt from the long jobs' share.
+    Both hold whatever a job's size. A large job needs no exemption from the share: it waits
+    for its turn only while it can afford to, and while no long job runs it starts whatever its
+    size (``LongJobs.admit``), so the share never starves it. Exempt, large long jobs filled the
+    GPUs the share keeps turning over, and large jobs missed more deadlines, not fewer
+    (RESULTS.md, stop 60).
     """
     now = snap.now
     lane = e31_lane(snap)
@@ -143,7 +143,7 @@ def e31_walk(ordered: Sequence[Pending], snap: Snapshot) -> Decision:
 
     def held_back(job: Pending, cluster: Cluster) -> str:
         expected = expected_runtime(job, snap)
-        in_the_share = expected > E31_LONG_S and job.gpus <= E31_LARGE_GPUS
+        in_the_share = expected > E31_LONG_S
         if in_the_share and not long_jobs.admit(job.gpus) and long_jobs.waits_for_room(job):
             return long_jobs.reason(job, expected)
         if not _leaves_lane(job, expected, cluster, lane, now):
@@ -165,7 +165,7 @@ def e31_walk(ordered: Sequence[Pending], snap: Snapshot) -> Decision:
 
 
 class LongJobs:
-    """The GPUs long jobs (expected over E31_LONG_S, not large) hold during a pass, and
+    """The GPUs long jobs (expected over E31_LONG_S) hold during a pass, and
     the most they may hold while they can wait. The share goes in line order: a long job let in
     keeps its part for the rest of the pass even when it finds no place yet (the only GPUs for
     it are those the reservation will need), so a long job behind it in line cannot take the
@@ -187,7 +187,7 @@ class LongJobs:
         is a day or less never counts. Each team's figures are looked up once: a replay counts
         hundreds of running jobs on most of its passes."""
         model = self.snap.runtimes
-        maybe = [r for r in self.snap.running if r.gpus <= E31_LARGE_GPUS and r.max_runtime > E31_LONG_S]
+        maybe = [r for r in self.snap.running if r.max_runtime > E31_LONG_S]
         teams = {r.team for r in maybe}
         ratio = {team: model.ratio(team, 0.5) for team in teams}
         undeclared = {team: model.runtime(team, 0.0, None, 0.5) for team in teams}

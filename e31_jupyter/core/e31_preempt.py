@@ -14,7 +14,6 @@ from dataclasses import dataclass
 from functools import cached_property
 
 from e31_jupyter.core.e31_policy import (
-    E31_LARGE_GPUS,
     E31_LONG_SURE,
     E31_URGENT_S,
     e31_walk,
@@ -23,6 +22,11 @@ from e31_jupyter.core.e31_policy import (
     moved_deadline,
 )
 from e31_jupyter.core.policy import Decision, Pending, Running, Snapshot, expected_end_or_limit
+
+# A job asking for more GPUs is large: room is made for it only once it is urgent, as room for
+# it takes whole machines. A count of GPUs, not the machine's size: on machines of 4 GPUs the
+# common 8-GPU job would otherwise be one.
+E31_LARGE_GPUS = 8
 
 
 def e31_preempt_priority(job: Pending, snap: Snapshot) -> tuple:

@@ -13,8 +13,8 @@
   expires (more likely than not to miss); a lane of GPUs that long jobs which can wait leave
   free, whatever their size, as many as short jobs that could not wait needed in this hour or
   the last (none where deadlines leave hours); at most a share of the GPUs for jobs that run for
-  days while they can wait and such short jobs came in the last day; a fair-share nudge. See
-  ``e31_priority``, ``e31_lane``, ``LongJobs`` and ``e31_walk``.
+  days, whatever their size, while they can wait and such short jobs came in the last day; a
+  fair-share nudge. See ``e31_priority``, ``e31_lane``, ``LongJobs`` and ``e31_walk``.
 - ``e31-preempt``: ``e31`` in plain deadline order, and a job that will miss its deadline unless
   it is given room may have running jobs that keep checkpoints suspended for it, when they can
   afford it and it is worth what they lose. See ``e31_preempt_priority`` and ``e31_preempt_walk``
