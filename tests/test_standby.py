@@ -4,9 +4,12 @@ process; its exit and a restart are handled as for a worker started for the job.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import signal
 import sqlite3
+import time
 
 import pytest
 from support import wait_for, wait_state, write_notebook
@@ -100,6 +103,42 @@ def test_a_restarted_server_adopts_a_job_a_standby_runs(start_server, tmp_path, 
     done = wait_state(client, job["id"], "succeeded", "failed")
     assert done["state"] == "succeeded", done["reason"]
     assert gated.runs.read_text().split() == [job["id"]]  # it ran once, not started again
+
+
+def test_a_job_handed_to_a_standby_that_had_not_begun_it_runs_once_after_a_restart(start_server, tmp_path, gated):
+    """A standby still importing when its server died holds the job it was handed, unread, and
+    nothing in the job's folder says so: the restarted server starts the job itself, so it ends
+    that standby, which would otherwise begin the job too once its imports were done (the crash
+    loop test once saw a job run twice so). Stopped here, as a busy machine would make it slow."""
+    first = start_server()
+    client = E31Client(first.url, first.token)
+    _run(client, write_notebook(tmp_path / "who.ipynb", WHO_AM_I), first.data_dir)  # a standby now waits
+    standby = wait_for(lambda: _standbys_of(first.proc.pid), what="a standby worker")[0]
+    os.kill(standby, signal.SIGSTOP)  # still importing when the job comes
+    job = gated.submit(client, "once", gpus=1)
+    wait_for(lambda: _handle(first.data_dir, job["id"]), what="the job handed to the standby")
+    assert _handle(first.data_dir, job["id"])["pid"] == standby
+    first.kill()
+    with sqlite3.connect(first.data_dir / "e31.sqlite") as db:  # died before recording the handle
+        db.execute("UPDATE jobs SET handle = NULL WHERE id = ?", (job["id"],))
+
+    second = start_server()
+    client = E31Client(second.url, second.token)
+    with contextlib.suppress(ProcessLookupError):
+        os.kill(standby, signal.SIGCONT)  # its imports done: it would read its job now
+    gated.open("once")
+    done = wait_state(client, job["id"], "succeeded", "failed")
+    assert done["state"] == "succeeded", done["reason"]
+    assert "started after a restart" in done["transitions"][-2]["reason"]
+    time.sleep(2)  # time enough for a standby let go on to run the open-gated notebook too
+    assert gated.runs.read_text().split() == [job["id"]]
+    assert not _alive(standby)
+
+
+def _handle(data_dir, job_id: str) -> dict | None:
+    with sqlite3.connect(data_dir / "e31.sqlite") as db:
+        handle = db.execute("SELECT handle FROM jobs WHERE id = ?", (job_id,)).fetchone()[0]
+    return json.loads(handle) if handle else None
 
 
 def test_a_standby_ends_when_its_server_is_gone(start_server, tmp_path):

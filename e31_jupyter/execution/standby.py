@@ -45,6 +45,11 @@ class Standby:
         self._process = self._start(cwd=jobdir.path.parent)
         return process if handed else None
 
+    @property
+    def pid(self) -> int | None:
+        """The standby waiting now, if any."""
+        return self._process.pid if self._process is not None else None
+
     def close(self) -> None:
         """End the standby (it also ends by itself once this process is gone: its stdin closes)."""
         process, self._process = self._process, None

@@ -451,8 +451,10 @@ class LocalScheduler:
     # --- after a restart --------------------------------------------------------------------
 
     def _adopt_running_jobs(self) -> None:
-        """Watch jobs that still run; record the true end of those that ended meanwhile."""
-        for job in self.store.jobs((JobState.RUNNING,)):
+        """Watch jobs that still run; record the true end of those that ended meanwhile. Those
+        whose worker's handle was recorded go first: finding the workers of the others may end
+        what a dead server left behind, never one of theirs (``recover``)."""
+        for job in sorted(self.store.jobs((JobState.RUNNING,)), key=lambda job: job.handle is None):
             handle = job.handle or self._recover_handle(job.id)
             if handle is not None and self.backend.adopt(job.id, handle):
                 log.info("e31: adopted running job %s", job.id)
@@ -492,7 +494,7 @@ class LocalScheduler:
         """A server killed between starting a job and recording its handle: find the job's
         process by its job id, so a running job is adopted rather than taken for lost."""
         account = accounts.runs_as_or_none(self.store.job(job_id).owner, self.settings.jobs_run_as)
-        handle = self.backend.recover(job_id, account)
+        handle = self.backend.recover(job_id, self.files.jobdir(job_id), account)
         if handle is not None:
             self.store.update(job_id, handle=json.dumps(handle))
         return handle

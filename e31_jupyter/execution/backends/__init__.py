@@ -61,8 +61,9 @@ class ProcessBackend(Protocol):
         """Whether the job of ``handle`` still runs (after a restart)."""
         ...
 
-    def recover(self, job_id: str, account: Account | None) -> dict | None:
-        """The handle of a job's worker found by its id (the server died before recording it)."""
+    def recover(self, job_id: str, jobdir: JobDir, account: Account | None) -> dict | None:
+        """The handle of a job's worker found by its id (the server died before recording it).
+        Asked after a restart, once the jobs whose handle was recorded were adopted."""
         ...
 
     def wait(self, handle: dict) -> int | None:

@@ -102,7 +102,7 @@ class DockerBackend:
             raise E31Error(f"the Docker engine could not start the container: {_message(error)}") from None
         return {"container": container.id}
 
-    def recover(self, job_id: str, account: Account | None = None) -> dict | None:
+    def recover(self, job_id: str, jobdir: JobDir, account: Account | None = None) -> dict | None:
         """The handle of the job's container, found by its label: for a server that died between
         starting the container and recording its handle."""
         try:

@@ -40,6 +40,7 @@ class LocalBackend:
         self.python = python or sys.executable
         self.job_env = list(job_env)  # c.E31.job_env: more variables for every job
         self._children: dict[int, subprocess.Popen] = {}  # workers this process started
+        self._adopted: set[int] = set()  # workers of jobs adopted after a restart
         self._standby: Standby | None = None
         if standby:  # c.E31.standby_worker
             server = accounts.current()
@@ -80,13 +81,19 @@ class LocalBackend:
 
     def adopt(self, job_id: str, handle: dict | None) -> bool:
         """True when the job's worker from ``handle`` is still alive (and is that same process)."""
-        return self._process(handle) is not None
+        worker = self._process(handle)
+        if worker is not None:
+            self._adopted.add(worker.pid)
+        return worker is not None
 
-    def recover(self, job_id: str, account: Account | None = None) -> dict | None:
+    def recover(self, job_id: str, jobdir: JobDir, account: Account | None = None) -> dict | None:
         """The handle of the job's worker, found among the processes of ``account`` (default:
         the server's) by the job id in its environment, or, for a worker that was a standby
-        (whose environment was set after it started), by the job's folder it works in."""
+        (whose environment was set after it started), by the job's folder it works in. Asked
+        after the jobs whose worker is known were adopted: it first ends the standbys a dead
+        server left that had not begun a job (``_end_standbys_left_behind``)."""
         uid = (account or accounts.current()).uid
+        self._end_standbys_left_behind(jobdir.path.parent, uid)
         for process in self._job_processes(job_id, None, uid):
             if WORKER_MODULE in " ".join(_safe(process.cmdline) or []):
                 return _handle(process, uid)
@@ -95,6 +102,28 @@ class LocalBackend:
             if cmdline[-2:] == [WORKER_MODULE, STANDBY_FLAG] and _works_on(process, job_id) and _runs_as(process, uid):
                 return _handle(process, uid)
         return None
+
+    def _end_standbys_left_behind(self, jobs_folder: Path, uid: int) -> None:
+        """End the standby workers of this data directory that a dead server left and that have not
+        begun a job: still importing when it died, one may yet read the job it was handed and
+        begin it, though nothing in the job's folder says so, and this server starts that job
+        itself. Its own standby and the workers it adopted are spared. Each is stopped first
+        (SIGSTOP), so it cannot begin its job between the look at its folder and the kill; one
+        found at work on a job goes on, to be found by that job's folder."""
+        spared = self._adopted | {self._standby.pid if self._standby is not None else None}
+        for process in psutil.process_iter():
+            cmdline = _safe(process.cmdline) or []
+            if process.pid in spared or cmdline[-2:] != [WORKER_MODULE, STANDBY_FLAG] or not _runs_as(process, uid):
+                continue
+            if not _works_in(process, jobs_folder):
+                continue
+            _safe(process.send_signal, signal.SIGSTOP)
+            _wait_stopped(process)
+            if _works_in(process, jobs_folder):
+                _signal_all([process], signal.SIGKILL)
+                psutil.wait_procs([process], timeout=5)
+            else:
+                _safe(process.send_signal, signal.SIGCONT)
 
     def wait(self, handle: dict) -> int | None:
         child = self._children.pop(handle["pid"], None)
@@ -188,6 +217,18 @@ def _check_reachable(account: Account, jobdir: JobDir) -> None:
             f"{account.name}. Let other users enter it (chmod o+x {closed}; mode 0711 lists nothing): "
             "each job's own folder stays 0700, its owner's alone."
         )
+
+
+def _works_in(process: psutil.Process, folder: Path) -> bool:
+    cwd = _safe(process.cwd)
+    return cwd is not None and Path(cwd) == folder.resolve()
+
+
+def _wait_stopped(process: psutil.Process, timeout: float = 2.0) -> None:
+    """Until a SIGSTOP sent to ``process`` has taken hold (it is delivered when next scheduled)."""
+    deadline = time.monotonic() + timeout
+    while _safe(process.status) not in (psutil.STATUS_STOPPED, None) and time.monotonic() < deadline:
+        time.sleep(0.01)
 
 
 def _works_on(process: psutil.Process, job_id: str) -> bool:
