@@ -143,15 +143,15 @@ def e31_walk(ordered: Sequence[Pending], snap: Snapshot) -> Decision:
 
     def held_back(job: Pending, cluster: Cluster) -> str:
         expected = expected_runtime(job, snap)
-        in_the_share = expected > E31_LONG_S
-        if in_the_share and not long_jobs.admit(job.gpus) and long_jobs.waits_for_room(job):
+        is_long = expected > E31_LONG_S
+        if is_long and not long_jobs.admit(job.gpus) and long_jobs.waits_for_room(job):
             return long_jobs.reason(job, expected)
         if not _leaves_lane(job, expected, cluster, lane, now):
             return (
                 f"the last {lane} GPUs are kept for short and urgent jobs, and it is "
                 f"expected to run {expected / 3600:.1f} h and is not urgent"
             )
-        if in_the_share:
+        if is_long:
             long_jobs.let_in(job)
         return ""
 

@@ -97,9 +97,8 @@ class LocalBackend:
         for process in self._job_processes(job_id, None, uid):
             if WORKER_MODULE in " ".join(_safe(process.cmdline) or []):
                 return _handle(process, uid)
-        for process in psutil.process_iter():
-            cmdline = _safe(process.cmdline) or []
-            if cmdline[-2:] == [WORKER_MODULE, STANDBY_FLAG] and _works_on(process, job_id) and _runs_as(process, uid):
+        for process in _standbys(uid):
+            if _works_on(process, job_id):
                 return _handle(process, uid)
         return None
 
@@ -111,11 +110,8 @@ class LocalBackend:
         (SIGSTOP), so it cannot begin its job between the look at its folder and the kill; one
         found at work on a job goes on, to be found by that job's folder."""
         spared = self._adopted | {self._standby.pid if self._standby is not None else None}
-        for process in psutil.process_iter():
-            cmdline = _safe(process.cmdline) or []
-            if process.pid in spared or cmdline[-2:] != [WORKER_MODULE, STANDBY_FLAG] or not _runs_as(process, uid):
-                continue
-            if not _works_in(process, jobs_folder):
+        for process in _standbys(uid):
+            if process.pid in spared or not _works_in(process, jobs_folder):
                 continue
             _safe(process.send_signal, signal.SIGSTOP)
             _wait_stopped(process)
@@ -217,6 +213,15 @@ def _check_reachable(account: Account, jobdir: JobDir) -> None:
             f"{account.name}. Let other users enter it (chmod o+x {closed}; mode 0711 lists nothing): "
             "each job's own folder stays 0700, its owner's alone."
         )
+
+
+def _standbys(uid: int) -> list[psutil.Process]:
+    """The processes of ``uid`` started as standby workers (whether or not handed a job since)."""
+    return [
+        process
+        for process in psutil.process_iter()
+        if (_safe(process.cmdline) or [])[-2:] == [WORKER_MODULE, STANDBY_FLAG] and _runs_as(process, uid)
+    ]
 
 
 def _works_in(process: psutil.Process, folder: Path) -> bool:
