@@ -872,3 +872,16 @@ def test_e31_preempt_makes_no_suspend_that_is_not_worth_it():
     hopeless = pending("hopeless", 8, max_runtime=1000, deadline=NOW + 900)  # misses even if it starts now
     decision = decide("e31-preempt", [hopeless], _held(NOW - 400))
     assert decision.suspend == [] and [job_id for job_id, _ in decision.expire] == ["hopeless"]
+
+
+def test_e31_preempt_loses_more_work_than_a_short_job_saves_only_while_the_cluster_barely_feels_it():
+    def held(checkpointed_at: float) -> Snapshot:
+        """Two machines of 8 GPUs: one held by a job that keeps checkpoints, the other by one that does not."""
+        holder = Running("held", 8, NOW - 4000, 20_000.0, (0,), 20_000.0, "a", "", None, checkpointed_at)
+        return snapshot([0, 0], [holder, Running("other", 8, NOW - 4000, 20_000.0, (1,), 20_000.0, "a")])
+
+    short = pending("short", 1, max_runtime=600, deadline=NOW + 700)  # 600 GPU-s of work; it must start within 100 s
+    # 8 x (1200 + 60) GPU-s lost, 17 times what the job does; spread over the 16 GPUs, 630 s: under 15 minutes
+    assert decide("e31-preempt", [short], held(NOW - 1200)).suspend == [("held", "short")]
+    # 8 x (2000 + 60) GPU-s lost: 1030 s over the 16 GPUs, over 15 minutes, and more than the job does
+    assert decide("e31-preempt", [short], held(NOW - 2000)).suspend == []

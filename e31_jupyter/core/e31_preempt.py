@@ -54,7 +54,13 @@ def e31_preempt_walk(ordered: Sequence[Pending], snap: Snapshot) -> Decision:
       ``_sure_runtime``), redoing what it did since its last checkpoint and paying the restore
       (``Snapshot.restore_s``);
     - the GPU time they lose (since their last checkpoint, and the restore) is less than the GPU
-      time of the job they make room for: a deadline is saved for less than it costs.
+      time of the job they make room for (no work is given up for it), or less than E31_URGENT_S
+      on every GPU of the cluster: spread over the cluster, the loss sets the jobs waiting back by
+      less than the margin within which a job is urgent and is given room itself, so a job
+      that could wait is not made to miss by it. The suspend saves a deadline, and the jobs
+      suspended keep theirs. Held to the GPU time alone, a short job's deadline was worth too
+      little to save: half an hour between checkpoints loses a quarter of an hour on each GPU,
+      on average, more than many short jobs take (RESULTS.md, stop 61).
 
     The cheapest to suspend go first, and only those on the machines the job takes. A job whose
     deadline cannot be met even now is not helped, and none is suspended for a job that fits but
@@ -185,6 +191,11 @@ class Room:
         left = _sure_runtime(job, snap) - (checkpointed - job.started_at) + snap.restore_s  # after the suspend
         return Suspendable(job, loss, math.inf if job.deadline is None else job.deadline - left)
 
+    def _worth(self, job: Pending, expected: float) -> float:
+        """The most GPU-seconds the jobs suspended for ``job`` may lose: the GPU time it will do,
+        or E31_URGENT_S on every GPU of the cluster, whichever is more (``e31_preempt_walk``)."""
+        return max(job.gpus * expected, self.snap.cluster.gpus * E31_URGENT_S)
+
     def make(self, job: Pending, expected: float) -> tuple[list[Running], tuple[int, ...]] | None:
         """The running jobs to suspend for ``job`` and where it starts; None when it is not worth it."""
         if self.cluster.fits(job.gpus):
@@ -204,7 +215,7 @@ class Room:
             self._no_place.append((job.gpus, again_at))
             return None
         victims = [c for c in freed if set(c.job.machines) & set(machines)]
-        if sum(c.loss for c in victims) >= job.gpus * expected:
+        if sum(c.loss for c in victims) >= self._worth(job, expected):
             return None
         for victim in victims:
             self.cluster.release(victim.job.machines, victim.job.gpus)
