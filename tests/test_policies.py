@@ -834,6 +834,27 @@ def test_e31_preempt_judges_whether_a_job_can_afford_a_suspend_by_what_its_team_
     assert decide("e31-preempt", [URGENT], _held(NOW - 400, on_time, uneven)).suspend == []
 
 
+def test_e31_preempt_may_suspend_a_job_only_likely_to_be_on_time_while_it_stays_likely():
+    # one in four of its team's jobs ran to its limit (20000 s), the rest half of it: 9 in 10 of
+    # them took 20000 s, half of them 10000 s. Started NOW - 4000 and checkpointed at NOW - 400,
+    # after the suspend it has 16460 s left by the first, 6460 s by the second; the urgent job
+    # is expected to be done by NOW + 500
+    uneven = RuntimeModel()
+    for i in range(40):
+        uneven.observe("a", 100.0, 100.0 if i % 4 == 0 else 50.0)
+
+    def suspended(deadline: float) -> bool:
+        return decide("e31-preempt", [URGENT], _held(NOW - 400, deadline, uneven)).suspend == [("held", "urgent")]
+
+    # left alone it ends by NOW + 16000 as 9 in 10 did: it is held to that, and cannot afford it
+    assert not suspended(NOW + 16_800)
+    # due at NOW + 12000, it misses as 9 in 10 did even if left alone, and makes it as half of
+    # them did (by NOW + 6000): it still does after the suspend (500 + 6460 s), so it may be suspended
+    assert suspended(NOW + 12_000)
+    # due at NOW + 6500, the suspend would make it likely to miss (500 + 6460 s)
+    assert not suspended(NOW + 6_500)
+
+
 # 2000 s of work due in 3500 s: it must start within 1500 s, sooner than its own run time
 SOON = pending("soon", 8, max_runtime=2000, deadline=NOW + 3500)
 
