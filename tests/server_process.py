@@ -98,7 +98,7 @@ class ServerProcess:
                 )
                 if r.status_code == 200:
                     return
-            except requests.ConnectionError:
+            except (requests.ConnectionError, requests.Timeout):  # not listening yet, or busy starting
                 pass
             time.sleep(0.1)
         raise TimeoutError(f"the e31 server did not answer within {timeout}s; see {self.log_path}")

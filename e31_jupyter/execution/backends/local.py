@@ -114,10 +114,12 @@ class LocalBackend:
             if process.pid in spared or not _works_in(process, jobs_folder):
                 continue
             _safe(process.send_signal, signal.SIGSTOP)
-            _wait_stopped(process)
+            _wait_for_status(process, psutil.STATUS_STOPPED)
             if _works_in(process, jobs_folder):
                 _signal_all([process], signal.SIGKILL)
-                psutil.wait_procs([process], timeout=5)
+                # dead once a zombie: its new parent (init) reaps it when it will, and waiting for
+                # that held up the server's start by seconds
+                _wait_for_status(process, psutil.STATUS_ZOMBIE)
             else:
                 _safe(process.send_signal, signal.SIGCONT)
 
@@ -229,10 +231,11 @@ def _works_in(process: psutil.Process, folder: Path) -> bool:
     return cwd is not None and Path(cwd) == folder.resolve()
 
 
-def _wait_stopped(process: psutil.Process, timeout: float = 2.0) -> None:
-    """Until a SIGSTOP sent to ``process`` has taken hold (it is delivered when next scheduled)."""
+def _wait_for_status(process: psutil.Process, status: str, timeout: float = 2.0) -> None:
+    """Until ``process`` is in ``status`` or gone: a signal sent to it takes hold when it is next
+    scheduled."""
     deadline = time.monotonic() + timeout
-    while _safe(process.status) not in (psutil.STATUS_STOPPED, None) and time.monotonic() < deadline:
+    while _safe(process.status) not in (status, None) and time.monotonic() < deadline:
         time.sleep(0.01)
 
 
