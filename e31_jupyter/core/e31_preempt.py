@@ -154,8 +154,8 @@ def _judged_runtime(job: Running, snap: Snapshot) -> float:
     likely than not to be: held to E31_LONG_SURE, it never could, and on the clock runs of
     RESULTS.md a third to two thirds of the tries to make room failed for want of such jobs
     alone (stop 62)."""
-    sure = _runtime_so_far(job, snap, E31_LONG_SURE)
     assert job.deadline is not None  # asked only of a job with one
+    sure = _runtime_so_far(job, snap, E31_LONG_SURE)
     return sure if job.started_at + sure <= job.deadline else _runtime_so_far(job, snap, E31_GIVE_UP)
 
 
