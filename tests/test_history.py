@@ -153,16 +153,35 @@ def test_a_team_idle_for_weeks_no_longer_counts_toward_the_equal_shares(stores):
     assert set(history.snapshot(later, GPUS, []).usage) == {"vision"}
 
 
-def test_a_job_the_queue_suspended_goes_back_in_line_marked_so_the_policy_never_expires_it(stores, tmp_path):
-    ours, _ = stores
-    _submit(ours, "steady", "vision", NOW - 900, deadline=NOW + 600)
-    _run(ours, "steady", NOW - 800)
-    ours.update("steady", stop_requested=StopRequest.MAKE_ROOM, stop_by="urgent")
-    ours.transition("steady", ("running",), "suspended", "suspended", NOW, cause=Cause.PROCESS_END, finished_at=NOW)
+def _suspended_for_urgent(store: Store, tmp_path) -> None:
+    """Job "steady" (team vision, 2 GPUs) ran from NOW - 800 until the queue suspended it at NOW
+    to make room for "urgent"; back in line."""
+    _submit(store, "steady", "vision", NOW - 900, deadline=NOW + 6000)
+    _run(store, "steady", NOW - 800)
+    store.update("steady", stop_requested=StopRequest.MAKE_ROOM, stop_by="urgent")
+    store.transition("steady", ("running",), "suspended", "suspended", NOW, cause=Cause.PROCESS_END, finished_at=NOW)
     jobdir = JobDir(tmp_path / "steady")
     jobdir.path.mkdir()
-    assert after_making_room(ours, jobdir, ours.job("steady"), NOW)
+    assert after_making_room(store, jobdir, store.job("steady"), NOW)
+
+
+def test_a_job_the_queue_suspended_goes_back_in_line_marked_so_the_policy_never_expires_it(stores, tmp_path):
+    ours, _ = stores
+    _suspended_for_urgent(ours, tmp_path)
     (row,) = ours.queued_requests()
     assert pending(row).suspended_by_queue and ours.job("steady").suspended_for == "urgent"
     _submit(ours, "fresh", "vision", NOW)
     assert not pending(ours.job("fresh")).suspended_by_queue
+
+
+def test_a_resumed_job_is_seen_running_resumed_with_the_time_of_its_earlier_runs(stores, tmp_path):
+    ours, _ = stores
+    _suspended_for_urgent(ours, tmp_path)
+    _run(ours, "steady", NOW + 100)
+    (seen,) = History(ours, machine_gpus=8).snapshot(NOW + 400, GPUS, ours.holding()).running
+    # its whole run time is judged from the 800 s its first run ran and the 300 s of this one
+    assert seen.started_at == NOW + 100 and seen.done_s == 800 and seen.resumed
+    _submit(ours, "fresh", "vision", NOW)
+    _run(ours, "fresh", NOW + 100)
+    running = History(ours, machine_gpus=8).snapshot(NOW + 400, GPUS, ours.holding()).running
+    assert {r.id: (r.done_s, r.resumed) for r in running} == {"steady": (800, True), "fresh": (0, False)}

@@ -7,10 +7,10 @@ from dataclasses import replace
 
 import pytest
 
-from e31_jupyter.core.e31_policy import E31_LONG_SHARE, e31_lane
+from e31_jupyter.core.e31_policy import E31_LONG_SHARE, e31_lane, expected_runtime
 from e31_jupyter.core.machines import Cluster
 from e31_jupyter.core.policies import POLICIES
-from e31_jupyter.core.policy import Pending, Policy, Running, Snapshot
+from e31_jupyter.core.policy import Pending, Policy, Running, Snapshot, expected_end
 from e31_jupyter.core.runtimes import RuntimeModel, UrgentDemand
 from e31_jupyter.core.simulator import TraceJob, simulate
 
@@ -853,6 +853,43 @@ def test_e31_preempt_may_suspend_a_job_only_likely_to_be_on_time_while_it_stays_
     assert suspended(NOW + 12_000)
     # due at NOW + 6500, the suspend would make it likely to miss (500 + 6460 s)
     assert not suspended(NOW + 6_500)
+
+
+def test_a_resumed_job_is_not_suspended_before_it_saves_a_checkpoint_again():
+    # started again at NOW - 400, its last checkpoint is from before: it has saved nothing since
+    resumed = Running("held", 8, NOW - 400, 20_000.0, (0,), 20_000.0, "a", "", None, NOW - 400, resumed=True)
+    assert decide("e31-preempt", [URGENT], snapshot([0], [resumed])).suspend == []
+    saved = replace(resumed, checkpointed_at=NOW - 100)  # it has saved one since
+    assert decide("e31-preempt", [URGENT], snapshot([0], [saved])).suspend == [("held", "urgent")]
+    # a job in its first run may be suspended before its first checkpoint: it has no restore to waste
+    assert decide("e31-preempt", [URGENT], snapshot([0], [replace(resumed, resumed=False)])).suspend == [
+        ("held", "urgent")
+    ]
+
+
+def test_a_resumed_job_is_judged_on_all_it_has_run():
+    # one in four of team a's jobs ran to its limit (20000 s), the rest half of it. The holder ran
+    # 11000 s before a suspend and again since NOW - 400: having run 11400 s, more than half, it
+    # is one of the long ones, with 9000 s still to go at 9 in 10 and at the median alike
+    uneven = RuntimeModel()
+    for i in range(40):
+        uneven.observe("a", 100.0, 100.0 if i % 4 == 0 else 50.0)
+    resumed = Running("held", 8, NOW - 400, 9_060.0, (0,), 20_000.0, "a", "", NOW + 8_000, NOW - 400, done_s=11_000.0)
+    snap = snapshot([0], [resumed], runtimes=uneven)
+    assert expected_end(resumed, snap) == NOW + 8_600
+    # due at NOW + 8000, it is late even left alone, at the median too: it is not suspended
+    assert decide("e31-preempt", [URGENT], snap).suspend == []
+    # seen from this run alone, as a job of 9060 s that ran 400, half of such jobs take 4530 s:
+    # it would be judged likely to make it after the suspend, and suspended
+    fresh = replace(resumed, estimate=9_060.0, done_s=0.0)
+    assert decide("e31-preempt", [URGENT], snapshot([0], [fresh], runtimes=uneven)).suspend == [("held", "urgent")]
+    # due at NOW + 10000, it makes it at 9 in 10 after the suspend (again by NOW + 940; the urgent job is done by NOW + 500)
+    on_time = replace(resumed, deadline=NOW + 10_000)
+    assert decide("e31-preempt", [URGENT], snapshot([0], [on_time], runtimes=uneven)).suspend == [("held", "urgent")]
+    # back in line, what it is expected to take is what is left of a long one
+    waiting = Pending("w", 8, 0.0, 9_060.0, 20_000.0, NOW + 20_000, "a", suspended_by_queue=True, done_s=11_000.0)
+    assert expected_runtime(waiting, snap) == 9_000
+    assert expected_runtime(replace(waiting, id="fresh", done_s=0.0, max_runtime=20_000.0), snap) == 10_000
 
 
 # 2000 s of work due in 3500 s: it must start within 1500 s, sooner than its own run time

@@ -171,6 +171,22 @@ def test_a_job_the_queue_suspended_is_never_expired_but_runs_late_if_it_must():
     assert out["long"].runs[-1] == (10_000.0, 10_000.0 + 60.0 + 6400.0)
 
 
+def test_a_resumed_job_is_not_suspended_again_before_its_next_checkpoint():
+    # The long job is suspended for the urgent one at 4000 and starts again at 5000. Another
+    # urgent job comes at 5030, before the long job has saved anything since: it is not suspended
+    # for it (suspended then, it would gain nothing from its restore, and again and again). One
+    # that comes at 7000, after its checkpoint at 5000 + 60 + 1800, may have it suspended again.
+    long, urgent = _a_long_job_and_one_that_cannot_wait()
+    again = TraceJob("again", 5030.0, 1000.0, 8, "b", 6130.0, 1000.0)
+    later = TraceJob("later", 7000.0, 1000.0, 8, "b", 8100.0, 1000.0)
+    preemption = Preemption(checkpoint_every_s=1800.0, restore_s=60.0)
+    out = by_id(simulate([long, urgent, again], POLICIES["e31-preempt"], 8, 8, preemption))
+    assert out["long"].suspended == 1 and out["long"].runs[1][0] == 5000.0 and not out["again"].on_time
+    out = by_id(simulate([long, urgent, later], POLICIES["e31-preempt"], 8, 8, preemption))
+    assert out["long"].suspended == 2 and out["later"].on_time
+    assert out["long"].runs[1] == (5000.0, 7000.0)
+
+
 def test_a_share_of_jobs_is_marked_resumable_without_changing_the_other_draws():
     jobs = synthesise(list(range(1000)), [100.0] * 1000, [1] * 1000, [""] * 1000, seed=3)
     marked = mark_resumable(jobs, 0.5, seed=3)

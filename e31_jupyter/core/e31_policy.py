@@ -58,6 +58,9 @@ def expected_runtime(job: Pending, snap: Snapshot, q: float = 0.5) -> float:
 
 
 def _learned_runtime(job: Pending, snap: Snapshot, q: float) -> float:
+    if job.done_s:  # it resumes: what is left of its whole run time, having run so long
+        taken = snap.runtimes.runtime_so_far(job.team, job.estimate, job.done_s, q)
+        return job.max_runtime if taken is None else min(taken - job.done_s, job.max_runtime)
     window = job.deadline - job.submitted_at if job.deadline is not None else None
     return min(snap.runtimes.runtime(job.team, job.estimate, window, q), job.max_runtime)
 

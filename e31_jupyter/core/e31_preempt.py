@@ -22,7 +22,7 @@ from e31_jupyter.core.e31_policy import (
     freeing_curve,
     moved_deadline,
 )
-from e31_jupyter.core.policy import Decision, Pending, Running, Snapshot, expected_end_or_limit
+from e31_jupyter.core.policy import Decision, Pending, Running, Snapshot, expected_end_or_limit, ran_so_far
 
 # A job asking for more GPUs is large: room is made for it only once it is urgent, as room for
 # it takes whole machines. A count of GPUs, not the machine's size: on machines of 4 GPUs the
@@ -160,14 +160,13 @@ def _judged_runtime(job: Running, snap: Snapshot) -> float:
 
 
 def _runtime_so_far(job: Running, snap: Snapshot, q: float) -> float:
-    """What a running job will take with probability ``q``: as long as that share of its team's
-    jobs that ran as long as it has took (``RuntimeModel.runtime_so_far``); its limit when
-    nothing says. Not the limit alone: declared run times are over-estimates (on the public trace
-    1-3x what jobs take), and a suspend judged on them is one nearly no job on a deadline can
-    afford."""
-    elapsed = max(0.0, snap.now - job.started_at)
-    taken = snap.runtimes.runtime_so_far(job.team, job.estimate, elapsed, q)
-    return job.max_runtime if taken is None else min(taken, job.max_runtime)
+    """What a running job's run will take with probability ``q``: as long as that share of its
+    team's jobs that ran as long as it has (its earlier runs too: ``ran_so_far``) took, less what
+    its earlier runs did; its limit when nothing says. Not the limit alone: declared run times are
+    over-estimates (on the public trace 1-3x what jobs take), and a suspend judged on them is one
+    nearly no job on a deadline can afford."""
+    taken = snap.runtimes.runtime_so_far(job.team, job.estimate, ran_so_far(job, snap.now), q)
+    return job.max_runtime if taken is None else min(taken - job.done_s, job.max_runtime)
 
 
 @dataclass(frozen=True)
@@ -197,12 +196,18 @@ class Room:
     @cached_property
     def suspendable(self) -> list[Suspendable]:
         """Weighed on first need: most jobs given room in a pass find GPUs free or no place."""
-        return sorted((self._weigh(job) for job in self._candidates), key=lambda s: s.loss)
+        weighed = (self._weigh(job) for job in self._candidates)
+        return sorted((s for s in weighed if s is not None), key=lambda s: s.loss)
 
-    def _weigh(self, job: Running) -> Suspendable:
+    def _weigh(self, job: Running) -> Suspendable | None:
+        """None for a resumed job that has saved no checkpoint since it started again: suspended
+        now it would have gained nothing from its restore, and the cheapest to suspend, a job
+        just started again was suspended again and again, hundreds of times (RESULTS.md, stop 63)."""
         snap = self.snap
         checkpointed = snap.checkpointed(job) if snap.checkpointed is not None else job.checkpointed_at
         assert checkpointed is not None  # only such jobs are suspendable
+        if job.resumed and checkpointed <= job.started_at:
+            return None
         loss = job.gpus * (snap.now - checkpointed + snap.restore_s)
         if job.deadline is None:
             return Suspendable(job, loss, math.inf)

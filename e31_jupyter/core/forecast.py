@@ -83,7 +83,9 @@ def run_forward(
             if job.id in decision.start:
                 seen.starts[job.id] = now
                 where = decision.placement[job.id]
-                held = Running(job.id, job.gpus, now, job.max_runtime, where, job.estimate, job.team, job.owner)
+                held = Running(
+                    job.id, job.gpus, now, job.max_runtime, where, job.estimate, job.team, job.owner, done_s=job.done_s
+                )
                 cluster.hold(held.machines, job.gpus)
                 running[job.id] = held
                 hold = _expected_hold(job, moment)

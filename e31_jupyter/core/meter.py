@@ -16,6 +16,17 @@ def gpu_seconds(job: Mapping[str, Any], now: float, since: float | None = None, 
     return earlier + _held(job, now, since, until)
 
 
+def earlier_runs_s(job: Mapping[str, Any]) -> float:
+    """How long a resumed job's earlier runs (``attempts``) ran: each from its start until its
+    kernel ended (``released_at``), or it ended."""
+    total = 0.0
+    for run in job.get("attempts") or ():
+        ends = [run[key] for key in ("released_at", "finished_at") if run.get(key) is not None]
+        if run.get("started_at") is not None and ends:
+            total += min(ends) - run["started_at"]
+    return total
+
+
 def attempt(job: Mapping[str, Any]) -> dict:
     """What a job's run that has ended keeps of itself once the job is resumed: its hold (what
     the meter counts) and how it ended."""

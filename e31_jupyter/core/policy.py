@@ -42,6 +42,9 @@ class Pending:
     # The queue suspended it to make room for another (e31-preempt): it is never expired, as a
     # job that never ran may be; it was counted on to make its deadline, and late beats lost.
     suspended_by_queue: bool = False
+    # The run time it keeps from earlier runs (to their last checkpoint) where it resumes: what it
+    # still takes is judged from the whole job (``estimate`` is the whole job's), having run so long.
+    done_s: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -58,6 +61,10 @@ class Running:
     # Its last checkpoint (or when it started, before the first): it may be suspended and resumed
     # from there, losing what it did since. None: it keeps no checkpoints.
     checkpointed_at: float | None = None
+    done_s: float = 0.0  # as Pending.done_s: run time kept from its runs before this one
+    # It runs again after a suspend (or a loss), from its last checkpoint: one that has saved no
+    # checkpoint since its start is not suspended again (``e31_preempt.Room``).
+    resumed: bool = False
     # When it reaches its limit; kept, not worked out on each ask: a pass asks of every running job.
     ends_by: float = field(init=False, repr=False, compare=False)
 
@@ -128,13 +135,18 @@ class Snapshot:
 def expected_end(job: Running, snap: Snapshot) -> float | None:
     """When a running job is expected to end: never before now, never after its limit; None
     when nothing says (it declared nothing, and no finished job like it ran as long)."""
-    elapsed = max(0.0, snap.now - job.started_at)
-    runtime = snap.runtimes.runtime_so_far(job.team, job.estimate, elapsed, 0.5)
+    runtime = snap.runtimes.runtime_so_far(job.team, job.estimate, ran_so_far(job, snap.now), 0.5)
     if runtime is None:
         if not job.estimate:
             return None
-        runtime = job.max_runtime  # it has outrun what it declared: it may run to its limit
-    return max(snap.now, job.started_at + min(runtime, job.max_runtime))
+        runtime = job.done_s + job.max_runtime  # it has outrun what it declared: it may run to its limit
+    return max(snap.now, job.started_at + min(runtime - job.done_s, job.max_runtime))
+
+
+def ran_so_far(job: Running, now: float) -> float:
+    """How long a running job has run, its earlier runs' kept work included (``Running.done_s``):
+    what its whole run time is judged from."""
+    return job.done_s + max(0.0, now - job.started_at)
 
 
 def expected_end_or_limit(job: Running, snap: Snapshot) -> float:

@@ -222,9 +222,11 @@ class Simulation:
         )  # fmt: skip
 
     def _checkpointed(self, job: Running, now: float) -> float:
-        """A running job's last checkpoint: one every ``checkpoint_every_s`` of its work."""
+        """A running job's last checkpoint: one every ``checkpoint_every_s`` of its work; its start
+        before the first (a resumed job's restore saves nothing new)."""
         work_from, every = self.work_from[job.id], self.preemption.checkpoint_every_s
-        return job.started_at if now < work_from else work_from + (now - work_from) // every * every
+        saved = (now - work_from) // every
+        return job.started_at if saved < 1 else work_from + saved * every
 
     def _arrive(self, job: TraceJob, snap: Snapshot) -> None:
         pending = job.pending()
@@ -269,6 +271,8 @@ class Simulation:
             "",
             trace.deadline,
             checkpointed_at,
+            job.done_s,
+            resumed,
         )
         self.usage.start(job.team, job.gpus, now)
         if outcome.started_at is None:
@@ -290,17 +294,19 @@ class Simulation:
         outcome.suspended += 1
         outcome.lost_s += now - running.started_at - kept  # the restore too, where it was paying one
         trace = outcome.job
-        declared = max(trace.max_runtime - (trace.duration - self.work_left[job_id]), 1.0) + self.preemption.restore_s
+        done = trace.duration - self.work_left[job_id]
+        limit = max(trace.max_runtime - done, 1.0) + self.preemption.restore_s
         # it will not expire: it runs, late if it must
         pending = Pending(
             job_id,
             trace.gpus,
             trace.submitted_at,
-            declared,
-            declared,
+            limit,
+            trace.max_runtime,
             trace.deadline,
             trace.team,
             suspended_by_queue=True,
+            done_s=done,
         )
         self.waiting[job_id] = pending
         insort(self.queue, (self.policy.priority(pending, snap), job_id))

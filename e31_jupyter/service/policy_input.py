@@ -68,6 +68,9 @@ class PendingJobs:
 
 
 def running(job: Mapping[str, Any]) -> policy.Running:
+    """A running job as the policy sees it. A resumed one has done the time of its earlier runs
+    (``Running.done_s``): it goes on from its last checkpoint, so what each did after its last
+    checkpoint is counted too, though it is done again."""
     waited = pending(job)
     return policy.Running(
         job["id"],
@@ -78,6 +81,8 @@ def running(job: Mapping[str, Any]) -> policy.Running:
         waited.estimate,
         waited.team,
         waited.owner,
+        done_s=meter.earlier_runs_s(job),
+        resumed=bool(job["attempts"]),
     )
 
 
