@@ -170,6 +170,7 @@ def test_a_job_the_queue_suspended_goes_back_in_line_marked_so_the_policy_never_
     _suspended_for_urgent(ours, tmp_path)
     (row,) = ours.queued_requests()
     assert pending(row).suspended_by_queue and ours.job("steady").suspended_for == "urgent"
+    assert pending(row).done_s == 800  # its first run's time: what is left of it is judged from there
     _submit(ours, "fresh", "vision", NOW)
     assert not pending(ours.job("fresh")).suspended_by_queue
 

@@ -855,6 +855,13 @@ def test_e31_preempt_may_suspend_a_job_only_likely_to_be_on_time_while_it_stays_
     assert not suspended(NOW + 6_500)
 
 
+def test_a_resumed_job_is_not_expired_for_work_it_has_done():
+    # 10000 s declared, 8000 s of it done in earlier runs: 2000 s left, due in 3000 s; no GPU free
+    back = Pending("back", 8, 0.0, 10_000.0, 10_000.0, NOW + 3000, "a", done_s=8_000.0)
+    assert expired(decide("e31", [back], snapshot([0]))) == []
+    assert expired(decide("e31", [replace(back, done_s=0.0)], snapshot([0]))) == ["back"]
+
+
 def test_a_resumed_job_is_not_suspended_before_it_saves_a_checkpoint_again():
     # started again at NOW - 400, its last checkpoint is from before: it has saved nothing since
     resumed = Running("held", 8, NOW - 400, 20_000.0, (0,), 20_000.0, "a", "", None, NOW - 400, resumed=True)

@@ -29,12 +29,16 @@ HISTORY_HALF_LIVES = 4  # how far back a restarted scheduler reads: usage older 
 
 
 def pending(job) -> policy.Pending:
-    """A queued job as the policy sees it (a row with at least the store's REQUEST_COLUMNS)."""
+    """A queued job as the policy sees it (a row with at least the store's REQUEST_COLUMNS). A
+    resumed one has done the time of its earlier runs (``Pending.done_s``): it goes on from its
+    last checkpoint, and what each did after its last checkpoint is counted too, though it is done
+    again (the store does not know when they saved one)."""
     record = job if isinstance(job, JobRecord) else JobRecord.from_row(job)
     request = record.request
     return policy.Pending(
         job["id"], request.gpus, job["submitted_at"], request.max_runtime_s,
         request.runtime_estimate(), request.deadline, team(job), job["owner"], bool(record.suspended_for),
+        meter.earlier_runs_s(record),
     )  # fmt: skip
 
 
@@ -68,9 +72,8 @@ class PendingJobs:
 
 
 def running(job: Mapping[str, Any]) -> policy.Running:
-    """A running job as the policy sees it. A resumed one has done the time of its earlier runs
-    (``Running.done_s``): it goes on from its last checkpoint, so what each did after its last
-    checkpoint is counted too, though it is done again."""
+    """A running job as the policy sees it: resumed, with the time of its earlier runs done, as
+    ``pending``."""
     waited = pending(job)
     return policy.Running(
         job["id"],
@@ -81,7 +84,7 @@ def running(job: Mapping[str, Any]) -> policy.Running:
         waited.estimate,
         waited.team,
         waited.owner,
-        done_s=meter.earlier_runs_s(job),
+        done_s=waited.done_s,
         resumed=bool(job["attempts"]),
     )
 

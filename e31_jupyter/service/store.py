@@ -74,7 +74,7 @@ log = logging.getLogger("e31")
 _JSON_COLUMNS = ("granted", "spec", "result", "after_jobs", "attempts", "returned", "gpu_use")
 REQUEST_COLUMNS = (
     "id", "owner", "team", "gpus_requested", "max_runtime_s", "expected_runtime_s",
-    "max_runtime_given", "deadline", "submitted_at", "after_jobs", "suspended_for",
+    "max_runtime_given", "deadline", "submitted_at", "after_jobs", "suspended_for", "attempts",
 )  # fmt: skip
 # Columns added since the first release: (table, name, definition), added to an older file at start.
 _ADDED_COLUMNS = (
