@@ -16,7 +16,16 @@ from collections.abc import Iterable, Sequence
 from functools import cached_property
 
 from e31_jupyter.core.machines import Cluster
-from e31_jupyter.core.policy import Decision, Pending, Running, Snapshot, expected_end_or_limit, late, walk
+from e31_jupyter.core.policy import (
+    Decision,
+    Pending,
+    Running,
+    Snapshot,
+    expected_end_or_limit,
+    late,
+    run_left,
+    walk,
+)
 
 E31_LANE_MAX = 0.30  # the most of the GPUs the lane for jobs that cannot wait takes
 E31_SHORT_S = 3600.0  # a job expected to take at most this is short
@@ -59,8 +68,7 @@ def expected_runtime(job: Pending, snap: Snapshot, q: float = 0.5) -> float:
 
 def _learned_runtime(job: Pending, snap: Snapshot, q: float) -> float:
     if job.done_s:  # it resumes: what is left of its whole run time, having run so long
-        taken = snap.runtimes.runtime_so_far(job.team, job.estimate, job.done_s, q)
-        return job.max_runtime if taken is None else min(taken - job.done_s, job.max_runtime)
+        return run_left(job, snap, job.done_s, q)
     window = job.deadline - job.submitted_at if job.deadline is not None else None
     return min(snap.runtimes.runtime(job.team, job.estimate, window, q), job.max_runtime)
 

@@ -22,7 +22,15 @@ from e31_jupyter.core.e31_policy import (
     freeing_curve,
     moved_deadline,
 )
-from e31_jupyter.core.policy import Decision, Pending, Running, Snapshot, expected_end_or_limit, ran_so_far
+from e31_jupyter.core.policy import (
+    Decision,
+    Pending,
+    Running,
+    Snapshot,
+    expected_end_or_limit,
+    ran_so_far,
+    run_left,
+)
 
 # A job asking for more GPUs is large: room is made for it only once it is urgent, as room for
 # it takes whole machines. A count of GPUs, not the machine's size: on machines of 4 GPUs the
@@ -160,13 +168,11 @@ def _judged_runtime(job: Running, snap: Snapshot) -> float:
 
 
 def _runtime_so_far(job: Running, snap: Snapshot, q: float) -> float:
-    """What a running job's run will take with probability ``q``: as long as that share of its
-    team's jobs that ran as long as it has (its earlier runs too: ``ran_so_far``) took, less what
-    its earlier runs did; its limit when nothing says. Not the limit alone: declared run times are
-    over-estimates (on the public trace 1-3x what jobs take), and a suspend judged on them is one
-    nearly no job on a deadline can afford."""
-    taken = snap.runtimes.runtime_so_far(job.team, job.estimate, ran_so_far(job, snap.now), q)
-    return job.max_runtime if taken is None else min(taken - job.done_s, job.max_runtime)
+    """What a running job's run will take with probability ``q``, judged on all it has run, its
+    earlier runs too (``run_left``). Not the limit alone: declared run times are over-estimates
+    (on the public trace 1-3x what jobs take), and a suspend judged on them is one nearly no job
+    on a deadline can afford."""
+    return run_left(job, snap, ran_so_far(job, snap.now), q)
 
 
 @dataclass(frozen=True)

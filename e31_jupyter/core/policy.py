@@ -149,6 +149,15 @@ def ran_so_far(job: Running, now: float) -> float:
     return job.done_s + max(0.0, now - job.started_at)
 
 
+def run_left(job: Pending | Running, snap: Snapshot, ran: float, q: float) -> float:
+    """What the job's run (the one it is in, or its next) takes with probability ``q``, having run
+    ``ran`` in all: as long as that share of its team's jobs that ran as long took
+    (``RuntimeModel.runtime_so_far``), less what its earlier runs did (``done_s``); its limit when
+    nothing says, and never more."""
+    taken = snap.runtimes.runtime_so_far(job.team, job.estimate, ran, q)
+    return job.max_runtime if taken is None else min(taken - job.done_s, job.max_runtime)
+
+
 def expected_end_or_limit(job: Running, snap: Snapshot) -> float:
     """When a running job is expected to end (``expected_end``); by its limit when nothing says."""
     end = snap._ends.get(job.id)
