@@ -553,16 +553,23 @@ def test_a_long_job_let_in_keeps_its_part_of_the_share_while_it_waits_for_the_re
     assert decide("e31", [big, second], snap).start == ["second"]  # 6 + 2: on machine 0, beside "days"
 
 
-def test_a_large_long_job_is_held_to_the_share_while_it_can_wait_and_counts_in_it_once_running():
-    """Whatever its size: 16 GPUs of long jobs + 16 > 24. It waits for the first of them to end
-    (two days) while it can still make its deadline after that, and starts now when it cannot."""
+def test_a_large_long_job_waits_for_its_turn_in_the_share_whatever_its_deadline_and_counts_in_it_once_running():
+    """16 GPUs of long jobs + 16 > 24. A job of two machines waits for the first of them to end
+    (two days), even when it would then miss its deadline: past the share it would hold whole
+    machines for days, the GPUs large jobs that come later need free together. A job of one
+    machine in its place starts now (``test_a_long_job_that_cannot_afford...``); while no long
+    job runs, the large one starts (``test_the_first_long_job_starts...``)."""
     can_wait = pending("large", 16, max_runtime=2 * DAY, deadline=NOW + 5 * DAY)
-    for policy in ("e31", "e31-preempt"):
-        decision = decide(policy, [can_wait], _long_jobs_hold(16))
-        assert decision.start == [] and decision.expire == []
-        assert "such jobs may hold at most 60% of the GPUs (24)" in decision.held_back["large"]
     cannot_wait = replace(can_wait, deadline=NOW + 3 * DAY)  # 2 days' wait + 2 days' run > 3 days
-    assert decide("e31", [cannot_wait], _long_jobs_hold(16)).start == ["large"]
+    for policy in ("e31", "e31-preempt"):
+        for job in (can_wait, cannot_wait):
+            decision = decide(policy, [job], _long_jobs_hold(16))
+            assert decision.start == [] and decision.expire == []
+            assert "such jobs may hold at most 60% of the GPUs (24)" in decision.held_back["large"]
+    assert decision.held_back["large"].endswith("whatever its deadline, as it would take whole machines for days")
+    one_machine = replace(cannot_wait, gpus=8)
+    assert decide("e31", [one_machine], _long_jobs_hold(16)).start == ["large"]
+    assert decide("e31", [cannot_wait], _long_jobs_hold(0)).start == ["large"]  # no long job runs
     running_large = Running("large_days", 16, NOW - 10, 4 * DAY, (0, 1), 2 * DAY)  # 16 + 8 of the share held
     days = Running("days", 8, NOW - 10, 4 * DAY, (2,), 2 * DAY)
     snap = snapshot([0, 0, 0, 8, 8], [running_large, days])

@@ -134,17 +134,20 @@ def e31_walk(ordered: Sequence[Pending], snap: Snapshot) -> Decision:
       jobs that end next week. A long job waits for its turn in the share (when the running
       long jobs are expected to have left room for it and for those ahead of it in line) only
       while it can afford to: it would still make its deadline after that wait, taking as long
-      as E31_LONG_SURE of its team's jobs; else it starts where the GPUs are. While no short
-      job came for a day, there is nothing to keep the rest for, and the share does not hold.
+      as E31_LONG_SURE of its team's jobs; else it starts where the GPUs are. A job bigger
+      than a machine waits for its turn whatever its deadline: past the share, it would hold
+      whole machines for days, the GPUs the large jobs that come later need free together
+      (RESULTS.md, stop 64). While no short job came for a day, there is nothing to keep the
+      rest for, and the share does not hold.
     - The last GPUs are a lane (``e31_lane``) for short jobs (expected <= E31_SHORT_S) and urgent
       ones (latest start within E31_URGENT_S): a long job that can wait does not take them, so a
       burst of short jobs that cannot wait finds GPUs free. Jobs too big to ever leave the lane
       free are exempt. A large job that can wait is not: exempt, it could take the lane's GPUs
       as they freed, leaving none for a burst of urgent jobs.
 
-    Both hold whatever a job's size. A large job needs no exemption from the share: it waits
-    for its turn only while it can afford to, and while no long job runs it starts whatever its
-    size (``LongJobs.admit``), so the share never starves it. Exempt, large long jobs filled the
+    Both hold whatever a job's size. A large job needs no exemption from the share: while no
+    long job runs it starts whatever its size (``LongJobs.admit``), and it waits for the long
+    jobs running to end, which they do, so the share never starves it. Exempt, large long jobs filled the
     GPUs the share keeps turning over, and large jobs missed more deadlines, not fewer
     (RESULTS.md, stop 60).
     """
@@ -155,7 +158,7 @@ def e31_walk(ordered: Sequence[Pending], snap: Snapshot) -> Decision:
     def held_back(job: Pending, cluster: Cluster) -> str:
         expected = expected_runtime(job, snap)
         is_long = expected > E31_LONG_S
-        if is_long and not long_jobs.admit(job.gpus) and long_jobs.waits_for_room(job):
+        if is_long and not long_jobs.admit(job.gpus) and long_jobs.waits_for_turn(job):
             return long_jobs.reason(job, expected)
         if not _leaves_lane(job, expected, cluster, lane, now):
             return (
@@ -214,6 +217,13 @@ class LongJobs:
         nothing says), soonest first, and the GPUs freed by each."""
         return freeing_curve((expected_end_or_limit(r, self.snap), r.gpus) for r in self.running)
 
+    def waits_for_turn(self, job: Pending) -> bool:
+        """Whether a long job that finds the share full waits for its turn in it: one bigger than a
+        machine always, whatever its deadline, as it would take whole machines for days, the
+        GPUs a large job that comes later must find free together; another while it can afford
+        to (``waits_for_room``)."""
+        return job.gpus > self.snap.cluster.machine_gpus or self.waits_for_room(job)
+
     def waits_for_room(self, job: Pending) -> bool:
         """Whether a long job that finds the share full may wait for its turn in it: it would
         still make its deadline (or has none) after the wait for room for it and for the long
@@ -259,7 +269,9 @@ class LongJobs:
         if quiet is not None:
             hours = (quiet - self.snap.now) / 3600
             until += f", or a day after the last short job came (in {hours:.1f} h if no other comes)"
-        if job.deadline is not None:
+        if job.gpus > self.snap.cluster.machine_gpus:
+            until += ", whatever its deadline, as it would take whole machines for days"
+        elif job.deadline is not None:
             until += ", or as its deadline draws near"
         kept = f" and {self.kept} more are kept for such jobs ahead of it in line" if self.kept else ""
         return (
