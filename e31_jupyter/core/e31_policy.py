@@ -120,7 +120,7 @@ def e31_lane(snap: Snapshot) -> int:
     return int(min(peak, E31_LANE_MAX * snap.cluster.gpus))
 
 
-def e31_walk(ordered: Sequence[Pending], snap: Snapshot) -> Decision:
+def e31_walk(ordered: Sequence[Pending], snap: Snapshot, *, takes_back: bool = False) -> Decision:
     """EASY backfill in ``e31_priority`` order, with rules of its own:
 
     - A job expires when it is more likely than not to miss its deadline (never one the queue
@@ -135,10 +135,11 @@ def e31_walk(ordered: Sequence[Pending], snap: Snapshot) -> Decision:
       long jobs are expected to have left room for it and for those ahead of it in line) only
       while it can afford to: it would still make its deadline after that wait, taking as long
       as E31_LONG_SURE of its team's jobs; else it starts where the GPUs are. A job bigger
-      than a machine waits for its turn whatever its deadline: past the share, it would hold
-      whole machines for days, the GPUs the large jobs that come later need free together
-      (RESULTS.md, stop 64). While no short job came for a day, there is nothing to keep the
-      rest for, and the share does not hold.
+      than a machine waits for its turn whatever its deadline, unless the policy
+      ``takes_back`` GPUs by suspending jobs (e31-preempt): past the share, it would hold whole
+      machines for days that nothing can take back, the GPUs the large jobs that come later
+      need free together (RESULTS.md, stop 64). While no short job came for a day, there is
+      nothing to keep the rest for, and the share does not hold.
     - The last GPUs are a lane (``e31_lane``) for short jobs (expected <= E31_SHORT_S) and urgent
       ones (latest start within E31_URGENT_S): a long job that can wait does not take them, so a
       burst of short jobs that cannot wait finds GPUs free. Jobs too big to ever leave the lane
@@ -153,7 +154,7 @@ def e31_walk(ordered: Sequence[Pending], snap: Snapshot) -> Decision:
     """
     now = snap.now
     lane = e31_lane(snap)
-    long_jobs = LongJobs(snap)
+    long_jobs = LongJobs(snap, large_wait_their_turn=not takes_back)
 
     def held_back(job: Pending, cluster: Cluster) -> str:
         expected = expected_runtime(job, snap)
@@ -186,8 +187,9 @@ class LongJobs:
     share first and keep it for days. Counted on first use: most passes start no long job, and
     counting goes through every running job."""
 
-    def __init__(self, snap: Snapshot):
+    def __init__(self, snap: Snapshot, large_wait_their_turn: bool = True):
         self.snap = snap
+        self.large_wait_their_turn = large_wait_their_turn
         self.share = E31_LONG_SHARE if snap.long_share is None else snap.long_share
         self.limit = self.share * snap.cluster.gpus
         self._waiting: dict[str, int] = {}  # long jobs let in this pass that found no place yet: their GPUs
@@ -219,10 +221,13 @@ class LongJobs:
 
     def waits_for_turn(self, job: Pending) -> bool:
         """Whether a long job that finds the share full waits for its turn in it: one bigger than a
-        machine always, whatever its deadline, as it would take whole machines for days, the
-        GPUs a large job that comes later must find free together; another while it can afford
-        to (``waits_for_room``)."""
-        return job.gpus > self.snap.cluster.machine_gpus or self.waits_for_room(job)
+        machine always, whatever its deadline (with ``large_wait_their_turn``), as it would take
+        whole machines for days, the GPUs a large job that comes later must find free together;
+        another while it can afford to (``waits_for_room``)."""
+        return self._always_waits(job) or self.waits_for_room(job)
+
+    def _always_waits(self, job: Pending) -> bool:
+        return self.large_wait_their_turn and job.gpus > self.snap.cluster.machine_gpus
 
     def waits_for_room(self, job: Pending) -> bool:
         """Whether a long job that finds the share full may wait for its turn in it: it would
@@ -269,7 +274,7 @@ class LongJobs:
         if quiet is not None:
             hours = (quiet - self.snap.now) / 3600
             until += f", or a day after the last short job came (in {hours:.1f} h if no other comes)"
-        if job.gpus > self.snap.cluster.machine_gpus:
+        if self._always_waits(job):
             until += ", whatever its deadline, as it would take whole machines for days"
         elif job.deadline is not None:
             until += ", or as its deadline draws near"

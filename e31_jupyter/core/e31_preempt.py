@@ -49,7 +49,9 @@ def e31_preempt_priority(job: Pending, snap: Snapshot) -> tuple:
 
 
 def e31_preempt_walk(ordered: Sequence[Pending], snap: Snapshot) -> Decision:
-    """``e31_walk``; then a waiting job that finds no GPUs and will miss its deadline unless it
+    """``e31_walk`` (a long job bigger than a machine may start beyond the long jobs' share when
+    it cannot afford to wait, as the GPUs may be taken back from it if it keeps checkpoints);
+    then a waiting job that finds no GPUs and will miss its deadline unless it
     is given room may have running jobs that keep checkpoints suspended to start on their GPUs.
     It is given room when its latest start is within E31_URGENT_S; or, a job of at most
     E31_LARGE_GPUS, as soon as its latest start is within its own expected run time and the
@@ -75,7 +77,7 @@ def e31_preempt_walk(ordered: Sequence[Pending], snap: Snapshot) -> Decision:
     The cheapest to suspend go first, and only those on the machines the job takes. A job whose
     deadline cannot be met even now is not helped, and none is suspended for a job that fits but
     was held back by e31's own rules."""
-    decision = e31_walk(ordered, snap)
+    decision = e31_walk(ordered, snap, takes_back=True)
     suspendable = [r for r in snap.running if r.checkpointed_at is not None]
     if not suspendable:
         return decision
