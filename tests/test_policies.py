@@ -558,17 +558,22 @@ def test_a_large_long_job_waits_for_its_turn_in_the_share_whatever_its_deadline_
     (two days), even when it would then miss its deadline: past the share it would hold whole
     machines for days, the GPUs large jobs that come later need free together. A job of one
     machine in its place starts now (``test_a_long_job_that_cannot_afford...``); while no long
-    job runs, the large one starts (``test_the_first_long_job_starts...``). e31-preempt, which
-    can take GPUs back by suspending, starts it beyond the share when it cannot afford to wait."""
+    job runs, the large one starts (``test_the_first_long_job_starts...``). e31-preempt holds it
+    as e31 does, unless it keeps checkpoints: then a suspend can take the GPUs back from it, and
+    it starts beyond the share when it cannot afford to wait."""
     can_wait = pending("large", 16, max_runtime=2 * DAY, deadline=NOW + 5 * DAY)
     cannot_wait = replace(can_wait, deadline=NOW + 3 * DAY)  # 2 days' wait + 2 days' run > 3 days
-    for policy, job in (("e31", can_wait), ("e31", cannot_wait), ("e31-preempt", can_wait)):
+    checkpoints = replace(cannot_wait, checkpoints=True)
+    held_by = (("e31", can_wait), ("e31", cannot_wait), ("e31", checkpoints), ("e31-preempt", can_wait),
+               ("e31-preempt", cannot_wait), ("e31-preempt", replace(can_wait, checkpoints=True)))  # fmt: skip
+    for policy, job in held_by:
         decision = decide(policy, [job], _long_jobs_hold(16))
         assert decision.start == [] and decision.expire == []
         assert "such jobs may hold at most 60% of the GPUs (24)" in decision.held_back["large"]
-    held = decide("e31", [cannot_wait], _long_jobs_hold(16)).held_back["large"]
-    assert held.endswith("whatever its deadline, as it would take whole machines for days")
-    assert decide("e31-preempt", [cannot_wait], _long_jobs_hold(16)).start == ["large"]
+    for policy in ("e31", "e31-preempt"):
+        held = decide(policy, [cannot_wait], _long_jobs_hold(16)).held_back["large"]
+        assert held.endswith("whatever its deadline, as it would take whole machines for days")
+    assert decide("e31-preempt", [checkpoints], _long_jobs_hold(16)).start == ["large"]
     one_machine = replace(cannot_wait, gpus=8)
     assert decide("e31", [one_machine], _long_jobs_hold(16)).start == ["large"]
     assert decide("e31", [cannot_wait], _long_jobs_hold(0)).start == ["large"]  # no long job runs

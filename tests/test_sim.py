@@ -171,6 +171,24 @@ def test_a_job_the_queue_suspended_is_never_expired_but_runs_late_if_it_must():
     assert out["long"].runs[-1] == (10_000.0, 10_000.0 + 60.0 + 6400.0)
 
 
+def test_the_policy_sees_which_queued_jobs_keep_checkpoints_before_and_after_a_suspend():
+    """Which jobs a suspend can take GPUs back from decides whether a large long job may start
+    beyond the long jobs' share in e31-preempt (``LongJobs``): the simulator says it of each
+    queued job, the one suspended and back in line too."""
+    long, urgent = _a_long_job_and_one_that_cannot_wait()
+    seen: dict[tuple[str, bool], bool] = {}
+
+    def spy(ordered, snap):
+        for job in ordered:
+            seen[job.id, job.suspended_by_queue] = job.checkpoints
+        return POLICIES["e31-preempt"].walk(ordered, snap)
+
+    preempting = replace(POLICIES["e31-preempt"], walk=spy)
+    out = by_id(simulate([long, urgent], preempting, 8, 8, Preemption(checkpoint_every_s=1800.0, restore_s=60.0)))
+    assert long.resumable and not urgent.resumable and out["long"].suspended == 1
+    assert seen == {("long", False): True, ("urgent", False): False, ("long", True): True}
+
+
 def test_a_resumed_job_is_not_suspended_again_before_its_next_checkpoint():
     # The long job is suspended for the urgent one at 4000 and starts again at 5000. Another
     # urgent job comes at 5030, before the long job has saved anything since: it is not suspended

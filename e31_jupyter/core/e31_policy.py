@@ -135,10 +135,11 @@ def e31_walk(ordered: Sequence[Pending], snap: Snapshot, *, takes_back: bool = F
       long jobs are expected to have left room for it and for those ahead of it in line) only
       while it can afford to: it would still make its deadline after that wait, taking as long
       as E31_LONG_SURE of its team's jobs; else it starts where the GPUs are. A job bigger
-      than a machine waits for its turn whatever its deadline, unless the policy
-      ``takes_back`` GPUs by suspending jobs (e31-preempt): past the share, it would hold whole
-      machines for days that nothing can take back, the GPUs the large jobs that come later
-      need free together (RESULTS.md, stop 64). While no short job came for a day, there is
+      than a machine waits for its turn whatever its deadline: past the share, it would hold
+      whole machines for days that nothing can take back, the GPUs the large jobs that come
+      later need free together (RESULTS.md, stop 64). Unless something can: where the policy
+      ``takes_back`` GPUs by suspending jobs (e31-preempt) and the job keeps checkpoints, it is
+      judged as a job of one machine (stop 65). While no short job came for a day, there is
       nothing to keep the rest for, and the share does not hold.
     - The last GPUs are a lane (``e31_lane``) for short jobs (expected <= E31_SHORT_S) and urgent
       ones (latest start within E31_URGENT_S): a long job that can wait does not take them, so a
@@ -154,7 +155,7 @@ def e31_walk(ordered: Sequence[Pending], snap: Snapshot, *, takes_back: bool = F
     """
     now = snap.now
     lane = e31_lane(snap)
-    long_jobs = LongJobs(snap, large_wait_their_turn=not takes_back)
+    long_jobs = LongJobs(snap, takes_back=takes_back)
 
     def held_back(job: Pending, cluster: Cluster) -> str:
         expected = expected_runtime(job, snap)
@@ -187,9 +188,9 @@ class LongJobs:
     share first and keep it for days. Counted on first use: most passes start no long job, and
     counting goes through every running job."""
 
-    def __init__(self, snap: Snapshot, large_wait_their_turn: bool = True):
+    def __init__(self, snap: Snapshot, takes_back: bool = False):
         self.snap = snap
-        self.large_wait_their_turn = large_wait_their_turn
+        self.takes_back = takes_back  # the policy may suspend a job that keeps checkpoints
         self.share = E31_LONG_SHARE if snap.long_share is None else snap.long_share
         self.limit = self.share * snap.cluster.gpus
         self._waiting: dict[str, int] = {}  # long jobs let in this pass that found no place yet: their GPUs
@@ -221,13 +222,15 @@ class LongJobs:
 
     def waits_for_turn(self, job: Pending) -> bool:
         """Whether a long job that finds the share full waits for its turn in it: one bigger than a
-        machine always, whatever its deadline (with ``large_wait_their_turn``), as it would take
-        whole machines for days, the GPUs a large job that comes later must find free together;
-        another while it can afford to (``waits_for_room``)."""
+        machine always, whatever its deadline, as it would take whole machines for days, the
+        GPUs a large job that comes later must find free together, unless they can be taken
+        back from it (``_always_waits``); another while it can afford to (``waits_for_room``)."""
         return self._always_waits(job) or self.waits_for_room(job)
 
     def _always_waits(self, job: Pending) -> bool:
-        return self.large_wait_their_turn and job.gpus > self.snap.cluster.machine_gpus
+        """A job bigger than a machine that nothing could take its GPUs back from: the policy
+        does not suspend jobs, or this one keeps no checkpoints."""
+        return job.gpus > self.snap.cluster.machine_gpus and not (self.takes_back and job.checkpoints)
 
     def waits_for_room(self, job: Pending) -> bool:
         """Whether a long job that finds the share full may wait for its turn in it: it would

@@ -45,6 +45,10 @@ class Pending:
     # The run time it keeps from earlier runs (to their last checkpoint) where it resumes: what it
     # still takes is judged from the whole job (``estimate`` is the whole job's), having run so long.
     done_s: float = 0.0
+    # It keeps checkpoints, so a policy that suspends jobs (e31-preempt) can take its GPUs back
+    # once it runs. Only a job bigger than a machine is judged by it (``LongJobs``): the live
+    # queue, one machine, refuses such a job at submit and leaves it False; the simulator sets it.
+    checkpoints: bool = False
 
 
 @dataclass(frozen=True)

@@ -67,8 +67,9 @@ class TraceJob:
 
     def pending(self) -> Pending:
         return Pending(
-            self.id, self.gpus, self.submitted_at, self.max_runtime, self.max_runtime, self.deadline, self.team
-        )
+            self.id, self.gpus, self.submitted_at, self.max_runtime, self.max_runtime, self.deadline, self.team,
+            checkpoints=self.resumable,
+        )  # fmt: skip
 
 
 def synthesise(
@@ -307,6 +308,7 @@ class Simulation:
             trace.team,
             suspended_by_queue=True,
             done_s=done,
+            checkpoints=trace.resumable,
         )
         self.waiting[job_id] = pending
         insort(self.queue, (self.policy.priority(pending, snap), job_id))
