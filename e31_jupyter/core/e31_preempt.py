@@ -51,8 +51,9 @@ def e31_preempt_priority(job: Pending, snap: Snapshot) -> tuple:
 def e31_preempt_walk(ordered: Sequence[Pending], snap: Snapshot) -> Decision:
     """``e31_walk`` (a long job bigger than a machine that keeps checkpoints may start beyond the
     long jobs' share when it cannot afford to wait, as its GPUs can be taken back; one that keeps
-    none waits for its turn whatever its deadline, as in e31); then a waiting job that finds no GPUs and will miss its deadline unless it
-    is given room may have running jobs that keep checkpoints suspended to start on their GPUs.
+    none waits for its turn whatever its deadline, as in e31); then a waiting job that finds no
+    GPUs and will miss its deadline unless it is given room may have running jobs that keep
+    checkpoints suspended to start on their GPUs.
     It is given room when its latest start is within E31_URGENT_S; or, a job of at most
     E31_LARGE_GPUS, as soon as its latest start is within its own expected run time and the
     GPUs running jobs are expected to free before then (``Supply``) are fewer than it and the
