@@ -149,9 +149,9 @@ def e31_walk(ordered: Sequence[Pending], snap: Snapshot, *, takes_back: bool = F
 
     Both hold whatever a job's size. A large job needs no exemption from the share: while no
     long job runs it starts whatever its size (``LongJobs.admit``), and it waits for the long
-    jobs running to end, which they do, so the share never starves it. Exempt, large long jobs filled the
-    GPUs the share keeps turning over, and large jobs missed more deadlines, not fewer
-    (RESULTS.md, stop 60).
+    jobs running to end, which they do, so the share never starves it. Exempt, large long jobs
+    filled the GPUs the share keeps turning over, and large jobs missed more deadlines, not
+    fewer (RESULTS.md, stop 60).
     """
     now = snap.now
     lane = e31_lane(snap)
