@@ -83,11 +83,7 @@ def main(argv: list[str] | None = None) -> None:
 def replay(args: argparse.Namespace) -> tuple[dict, int, float]:
     """The policies' figures on the window ``args`` names (each policy held to the baselines
     replayed beside it, ``targets``), the number of jobs, and the offered load."""
-    jobs, (start, end) = window_jobs(args.trace, args.start, args.end, args.seed, model=args.deadlines)
-    if args.large:
-        jobs = made_large(jobs, *args.large, seed=args.seed)
-    jobs = mark_resumable(jobs, args.resumable, args.seed)
-    preemption = Preemption(checkpoint_every_s=args.checkpoint_every * 60, restore_s=args.restore_s)
+    jobs, (start, end), preemption = replayed_jobs(args)
     results = {}
     for name in args.policies:
         began = time.perf_counter()
@@ -106,6 +102,16 @@ def replay(args: argparse.Namespace) -> tuple[dict, int, float]:
             if name not in BASELINES:
                 figures["targets"] = targets(figures, baselines)
     return results, len(jobs), offered
+
+
+def replayed_jobs(args: argparse.Namespace) -> tuple[list[TraceJob], tuple[float, float], Preemption]:
+    """The jobs a replay of ``args`` sees (the window's, made large and keeping checkpoints as
+    ``model_arguments`` say), the window in seconds, and how suspends cost them."""
+    jobs, window = window_jobs(args.trace, args.start, args.end, args.seed, model=args.deadlines)
+    if args.large:
+        jobs = made_large(jobs, *args.large, seed=args.seed)
+    jobs = mark_resumable(jobs, args.resumable, args.seed)
+    return jobs, window, Preemption(checkpoint_every_s=args.checkpoint_every * 60, restore_s=args.restore_s)
 
 
 def replay_arguments(doc: str) -> argparse.ArgumentParser:
@@ -136,12 +142,18 @@ def policy_names(text: str) -> list[str]:
 
 def parse(argv: list[str] | None) -> argparse.Namespace:
     """This benchmark's arguments (``main``'s, and each run of ``runs.py``)."""
-    parser = replay_arguments(__doc__)
+    parser = model_arguments(replay_arguments(__doc__))
     parser.add_argument("--policies", default=",".join(POLICIES), type=policy_names)
     parser.add_argument("--plot", type=Path, default=Path(__file__).with_name("scheduling.png"),
                         help="where to draw the PNG (default: benchmarks/scheduling.png)")  # fmt: skip
     parser.add_argument("--no-pass-time", dest="pass_ms", action="store_false",
                         help="skip timing one pass over 10,000 queued jobs")  # fmt: skip
+    return parser.parse_args(argv)
+
+
+def model_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
+    """What a replay models beyond the trace (``replayed_jobs``): the jobs that keep checkpoints,
+    what a suspend costs them, and large jobs for a cluster unlike the trace."""
     parser.add_argument("--resumable", type=float, default=0.5,
                         help="share of jobs that keep checkpoints, which a policy that preempts may suspend (seeded)")  # fmt: skip
     parser.add_argument("--checkpoint-every", type=float, default=30.0,
@@ -151,7 +163,7 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--large", type=_share_and_gpus, metavar="SHARE:GPUS",
                         help="make a seeded SHARE of the jobs ask for GPUS GPUs each, their run times and deadlines "
                         "as they were (e.g. 0.03:64): a cluster with many large jobs, unlike the trace")  # fmt: skip
-    return parser.parse_args(argv)
+    return parser
 
 
 def _share_and_gpus(text: str) -> tuple[float, int]:
@@ -177,8 +189,8 @@ def window_jobs(
     """The trace's jobs submitted in [start, end) (the whole trace by default), with what the trace
     lacks drawn from ``seed``, deadlines by ``model`` (``synthesise``); and the window in seconds."""
     submits, durations, gpus, teams, deadlines, max_runtimes = read_trace(path)
-    first = _when(start) if start else min(submits)
-    last = _when(end) if end else max(submits) + 1
+    first = parse_when(start) if start else min(submits)
+    last = parse_when(end) if end else max(submits) + 1
     keep = [i for i, s in enumerate(submits) if first <= s < last]
     submits, durations, gpus, teams, deadlines, max_runtimes = (
         [column[i] for i in keep] for column in (submits, durations, gpus, teams, deadlines, max_runtimes)
@@ -201,11 +213,11 @@ def read_trace(
         team, deadline, max_runtime = (_optional_column(columns, names) for names in (TEAM, DEADLINE, MAX_RUNTIME))
         rows = list(reader)
     return (
-        [_when(r[submit]) for r in rows],
+        [parse_when(r[submit]) for r in rows],
         [float(r["duration"]) for r in rows],
         [int(float(r[gpus])) for r in rows],
         [r[team] if team else "" for r in rows],
-        [_cell(r, deadline, _when) for r in rows],
+        [_cell(r, deadline, parse_when) for r in rows],
         [_cell(r, max_runtime, float) for r in rows],
     )
 
@@ -227,7 +239,7 @@ def _column(columns: list[str], names: tuple[str, ...], path: Path) -> str:
     return found
 
 
-def _when(value: str) -> float:
+def parse_when(value: str) -> float:
     """Seconds: a number as it is, a date-time (UTC when it has no zone) as a timestamp."""
     try:
         return float(value)

@@ -372,7 +372,7 @@ def summarise(outcomes: Sequence[Outcome], gpus: int, window: tuple[float, float
     good = sum(o.job.gpus * o.job.duration for o in outcomes if o.on_time)
     ran = [(o, *_span(o)) for o in outcomes if o.finished_at is not None]
     start, end = window
-    held = sum(o.job.gpus * _overlap(began, ended, start, end) for o in outcomes for began, ended in o.runs)
+    held = sum(o.job.gpus * overlap(began, ended, start, end) for o in outcomes for began, ended in o.runs)
     fairness_worst, jain = _fairness(outcomes)
     return {
         "jobs": len(outcomes),
@@ -457,7 +457,8 @@ def _team_ontime_shares(outcomes: Sequence[Outcome]) -> list[float] | None:
     return [1.0 - _missed(jobs) for jobs in _big_teams(outcomes)]
 
 
-def _overlap(a: float, b: float, start: float, end: float) -> float:
+def overlap(a: float, b: float, start: float, end: float) -> float:
+    """How long [a, b) and [start, end) share."""
     return max(0.0, min(b, end) - max(a, start))
 
 
