@@ -1,0 +1,196 @@
+"""Which deadlines two policies miss, job by job, on one replay of a trace window.
+
+    python benchmarks/misses.py --trace /work/shared/traces/philly.csv \\
+        --gpus 560 --start 2017-09-18 --end 2017-10-16 --deadlines clock --policies e31,edf \\
+        --held "2017-10-01 18:00,2017-10-02 09:00"
+
+It replays the window under each of the two policies, on the same jobs, deadlines and draws
+that ``scheduling.py`` gives for the same arguments. It prints:
+
+- **The misses by size class and run time** (the job's real run time, which no policy sees). For
+  each policy: how many it missed; of those, how many expired in the queue, and how many expired
+  at their submit without waiting (refused); how many only it missed; the GPU-hours of the jobs
+  it missed.
+- **The hours the misses that only one policy has fell due in**, most first. Where jobs come in
+  bursts (many due at 09:00, say), a handful of hours decide the count.
+- **With** ``--held FROM,TO``: the GPU-hours each policy's jobs held in that span, by size class
+  and run time, and whether they started before it, against the cluster's GPU-hours.
+
+RESULTS.md quotes it where it says why one policy misses what another meets.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+import math
+import sys
+from collections import Counter
+from collections.abc import Sequence
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from scheduling import model_arguments, parse_when, policy_names, replay_arguments, replayed_jobs  # noqa: E402
+
+from e31_jupyter.core.policies import POLICIES  # noqa: E402
+from e31_jupyter.core.simulator import SIZE_CLASSES, Outcome, overlap, simulate, size_class  # noqa: E402
+
+# A job's real run time, bucketed: the longest in each bucket, and its name.
+RUN_TIMES = (
+    (600.0, "< 10 min"),
+    (3600.0, "10 min - 1 h"),
+    (6 * 3600.0, "1-6 h"),
+    (86400.0, "6-24 h"),
+    (math.inf, "> 1 day"),
+)
+TOP_HOURS = 8  # deadline hours shown per policy
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = _parse(argv)
+    jobs, _, preemption = replayed_jobs(args)
+    outcomes = {
+        name: simulate(jobs, POLICIES[name], args.gpus, args.machine_gpus, preemption) for name in args.policies
+    }
+    report = {
+        "misses": compare(outcomes),
+        "only_one_missed_due": due_hours(outcomes),
+        **({"held": held(outcomes, *args.held, args.gpus)} if args.held else {}),
+    }
+    print(json.dumps(report, indent=2) if args.json else _text(report))
+
+
+def run_time(seconds: float) -> str:
+    return next(name for longest, name in RUN_TIMES if seconds < longest)
+
+
+def compare(outcomes: dict[str, Sequence[Outcome]]) -> list[dict]:
+    """One row per size class and run time with any job: the jobs, and what each policy missed."""
+    rows: dict[tuple[str, str], dict] = {}
+    for mine in zip(*outcomes.values()):
+        job = mine[0].job
+        row = rows.setdefault((size_class(job.gpus), run_time(job.duration)), _row(job, outcomes))
+        row["jobs"] += 1
+        for name, outcome in zip(outcomes, mine):
+            if not outcome.on_time:
+                _count_miss(row[name], outcome, others_on_time=all(o.on_time for o in mine if o is not outcome))
+    return sorted(rows.values(), key=lambda r: (list(SIZE_CLASSES).index(r["size"]), _run_time_index(r["run_time"])))
+
+
+def _row(job, outcomes: dict) -> dict:
+    empty = {"missed": 0, "expired": 0, "refused": 0, "only": 0, "missed_gpu_h": 0.0}
+    return {
+        "size": size_class(job.gpus),
+        "run_time": run_time(job.duration),
+        "jobs": 0,
+        **{n: dict(empty) for n in outcomes},
+    }
+
+
+def _count_miss(figures: dict, outcome: Outcome, others_on_time: bool) -> None:
+    figures["missed"] += 1
+    figures["expired"] += outcome.expired_at is not None
+    figures["refused"] += outcome.expired_at == outcome.job.submitted_at
+    figures["only"] += others_on_time
+    figures["missed_gpu_h"] = round(figures["missed_gpu_h"] + outcome.job.gpus * outcome.job.duration / 3600, 1)
+
+
+def _run_time_index(name: str) -> int:
+    return [n for _, n in RUN_TIMES].index(name)
+
+
+def due_hours(outcomes: dict[str, Sequence[Outcome]], top: int = TOP_HOURS) -> dict[str, list[tuple[str, int]]]:
+    """For each policy, the hours (UTC) the jobs only it missed were due in, most first."""
+    hours: dict[str, Counter] = {name: Counter() for name in outcomes}
+    for mine in zip(*outcomes.values()):
+        missed = [name for name, o in zip(outcomes, mine) if not o.on_time]
+        if len(missed) == 1:
+            hours[missed[0]][_hour(mine[0].job.deadline)] += 1
+    return {name: counted.most_common(top) for name, counted in hours.items()}
+
+
+def _hour(when: float) -> str:
+    return dt.datetime.fromtimestamp(when, dt.timezone.utc).strftime("%Y-%m-%d %H:00")
+
+
+def held(outcomes: dict[str, Sequence[Outcome]], start: float, end: float, gpus: int) -> dict:
+    """GPU-hours each policy's jobs held in [start, end), by size class, run time and whether
+    they started before it; and the cluster's GPU-hours in that span."""
+    spans = {}
+    for name, replayed in outcomes.items():
+        counted: Counter = Counter()
+        for outcome in replayed:
+            for began, ended in outcome.runs:
+                key = (size_class(outcome.job.gpus), run_time(outcome.job.duration), began < start)
+                counted[key] += outcome.job.gpus * overlap(began, ended, start, end) / 3600
+        rounded = {key: round(counted[key], 1) for key in sorted(counted, key=_span_order)}
+        spans[name] = {_span_key(*key): value for key, value in rounded.items() if value > 0}
+    return {"cluster_gpu_h": round(gpus * (end - start) / 3600, 1), "by_policy": spans}
+
+
+def _span_key(size: str, runs: str, before: bool) -> str:
+    return f"{size} GPU{'' if size == '1' else 's'}, {runs}, started {'before' if before else 'within'}"
+
+
+def _span_order(key: tuple[str, str, bool]) -> tuple[int, int, bool]:
+    size, runs, before = key
+    return list(SIZE_CLASSES).index(size), _run_time_index(runs), not before
+
+
+def _text(report: dict) -> str:
+    rows = report["misses"]
+    names = [k for k in rows[0] if isinstance(rows[0][k], dict)] if rows else []
+    lines = [
+        "| size | run time | jobs | "
+        + " | ".join(f"{n}: missed (expired, refused), only {n}, GPU-h missed" for n in names)
+        + " |"
+    ]
+    lines.append("|---|---|---|" + "---|" * len(names))
+    for r in rows:
+        cells = [
+            f"{r[n]['missed']} ({r[n]['expired']}, {r[n]['refused']}), {r[n]['only']}, {r[n]['missed_gpu_h']:.0f}"
+            for n in names
+        ]
+        lines.append(f"| {r['size']} | {r['run_time']} | {r['jobs']} | " + " | ".join(cells) + " |")
+    for name, hours in report["only_one_missed_due"].items():
+        lines.append(
+            f"\nDue hours of the jobs only {name} missed: " + (", ".join(f"{h} ({n})" for h, n in hours) or "none")
+        )
+    if "held" in report:
+        lines.append(f"\nGPU-hours held in the span (the cluster has {report['held']['cluster_gpu_h']}):")
+        for name, spans in report["held"]["by_policy"].items():
+            lines.append(f"- {name}: {sum(spans.values()):.0f} in all")
+            lines.extend(f"  - {key}: {value:.0f}" for key, value in spans.items())
+    return "\n".join(lines)
+
+
+def _two_policies(text: str) -> list[str]:
+    names = policy_names(text)
+    if len(names) != 2 or names[0] == names[1]:
+        raise argparse.ArgumentTypeError(f"--policies takes two different policies, e.g. e31,edf, not {text!r}")
+    return names
+
+
+def _span(text: str) -> tuple[float, float]:
+    start, _, end = text.partition(",")
+    try:
+        span = parse_when(start), parse_when(end)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"--held takes FROM,TO (date-times or seconds), not {text!r}") from None
+    if span[1] <= span[0]:
+        raise argparse.ArgumentTypeError(f"--held: TO must come after FROM, not {text!r}")
+    return span
+
+
+def _parse(argv: list[str] | None) -> argparse.Namespace:
+    parser = model_arguments(replay_arguments(__doc__))
+    parser.add_argument("--policies", required=True, type=_two_policies, help="the two policies, e.g. e31,edf")
+    parser.add_argument("--held", type=_span, metavar="FROM,TO", help="also the GPU-hours held in this span")
+    return parser.parse_args(argv)
+
+
+if __name__ == "__main__":
+    main()

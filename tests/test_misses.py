@@ -1,0 +1,121 @@
+"""benchmarks/misses.py: which deadlines two policies miss, job by job, on hand-made traces."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from e31_jupyter.core.policies import POLICIES
+from e31_jupyter.core.simulator import TraceJob, simulate
+
+MISSES = Path(__file__).resolve().parent.parent / "benchmarks" / "misses.py"
+DAY = 86400.0
+
+
+def _load():
+    spec = importlib.util.spec_from_file_location("misses_benchmark", MISSES)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+misses = _load()
+
+
+def job(id, submit, duration, deadline, max_runtime=None) -> TraceJob:
+    return TraceJob(id, float(submit), float(duration), 1, "t", float(deadline), float(max_runtime or duration))
+
+
+# One GPU. fifo runs the two-day job first, and the half-hour one due at 2000 s ends late;
+# edf runs the half-hour one first, and both are on time.
+TWO = [job("a-long", 0, 2 * DAY, 10 * DAY), job("b-short", 0, 1800, 2000)]
+
+
+def replayed(names, trace=TWO):
+    return {name: simulate(trace, POLICIES[name], gpus=1, machine_gpus=1) for name in names}
+
+
+def test_a_miss_only_one_policy_has_is_counted_in_its_size_class_and_run_time():
+    rows = misses.compare(replayed(["fifo", "edf"]))
+    by_run_time = {r["run_time"]: r for r in rows}
+    assert set(by_run_time) == {"10 min - 1 h", "> 1 day"}
+    short = by_run_time["10 min - 1 h"]
+    assert (short["size"], short["jobs"]) == ("1", 1)
+    assert short["fifo"] == {"missed": 1, "expired": 0, "refused": 0, "only": 1, "missed_gpu_h": 0.5}
+    assert short["edf"]["missed"] == 0
+    assert by_run_time["> 1 day"]["fifo"]["missed"] == by_run_time["> 1 day"]["edf"]["missed"] == 0
+
+
+def test_a_job_dropped_at_its_submit_is_counted_as_refused_and_one_both_miss_as_nobody_s_only():
+    # its time limit (50 s) cannot end by its deadline (20 s): Slurm's --deadline drops it at once;
+    # edf starts it on the free GPU, and it ends late
+    hopeless = [job("c", 0, 50, 20)]
+    (row,) = misses.compare(replayed(["backfill", "edf"], hopeless))
+    assert row["backfill"] == {"missed": 1, "expired": 1, "refused": 1, "only": 0, "missed_gpu_h": 0.0}
+    assert (row["edf"]["missed"], row["edf"]["expired"], row["edf"]["only"]) == (1, 0, 0)
+
+
+def test_the_due_hours_are_those_of_the_jobs_only_one_policy_missed():
+    hours = misses.due_hours(replayed(["fifo", "edf"]))
+    assert hours == {"fifo": [("1970-01-01 00:00", 1)], "edf": []}
+
+
+def test_held_counts_gpu_hours_in_the_span_by_whether_the_job_started_before_it():
+    held = misses.held(replayed(["fifo", "edf"]), 900, 3600, gpus=1)
+    assert held["cluster_gpu_h"] == 0.8  # 2,700 s of one GPU
+    assert held["by_policy"]["fifo"] == {"1 GPU, > 1 day, started before": 0.8}
+    # edf: the half-hour job from 0 to 1800, the long one from 1800
+    assert held["by_policy"]["edf"] == {
+        "1 GPU, 10 min - 1 h, started before": 0.2,
+        "1 GPU, > 1 day, started within": 0.5,
+    }
+
+
+def _trace(tmp_path: Path) -> Path:
+    path = tmp_path / "trace.csv"
+    rows = [f"{j.submitted_at},{j.duration},1,{j.deadline},{j.max_runtime}" for j in TWO]
+    path.write_text("timestamp,duration,num_gpus,deadline,max_runtime\n" + "\n".join(rows) + "\n")
+    return path
+
+
+def _run(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, str(MISSES), *args], capture_output=True, text=True, timeout=120)
+
+
+def test_the_command_replays_a_trace_file_and_prints_json(tmp_path):
+    done = _run("--trace", str(_trace(tmp_path)), "--gpus", "1", "--machine-gpus", "1",
+                "--policies", "fifo,edf", "--held", "900,3600", "--json")  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    report = json.loads(done.stdout)
+    assert sum(r["fifo"]["only"] for r in report["misses"]) == 1
+    assert report["only_one_missed_due"]["fifo"] == [["1970-01-01 00:00", 1]]
+    assert report["held"]["by_policy"]["fifo"] == {"1 GPU, > 1 day, started before": 0.8}
+
+
+def test_the_command_prints_a_table_without_json(tmp_path):
+    done = _run("--trace", str(_trace(tmp_path)), "--gpus", "1", "--machine-gpus", "1", "--policies", "fifo,edf")
+    assert done.returncode == 0, done.stderr
+    assert "| 1 | 10 min - 1 h | 1 | 1 (0, 0), 1, 0 | 0 (0, 0), 0, 0 |" in done.stdout
+    assert "Due hours of the jobs only fifo missed: 1970-01-01 00:00 (1)" in done.stdout
+
+
+@pytest.mark.parametrize(
+    ("flag", "value", "says"),
+    [
+        ("--policies", "e31", "two different policies"),
+        ("--policies", "edf,edf", "two different policies"),
+        ("--policies", "e31,nope", "unknown policies"),
+        ("--held", "3600,900", "TO must come after FROM"),
+        ("--held", "yesterday,today", "FROM,TO (date-times or seconds)"),
+    ],
+)
+def test_bad_arguments_are_refused_with_what_to_give(tmp_path, flag, value, says):
+    args = {"--policies": "fifo,edf", flag: value}
+    done = _run("--trace", str(_trace(tmp_path)), *[part for pair in args.items() for part in pair])
+    assert done.returncode == 2
+    assert says in done.stderr
