@@ -56,6 +56,7 @@ def main(argv: list[str] | None = None) -> None:
         name: simulate(jobs, POLICIES[name], args.gpus, args.machine_gpus, preemption) for name in args.policies
     }
     report = {
+        "policies": args.policies,
         "misses": compare(outcomes),
         "only_one_missed_due": due_hours(outcomes),
         **({"held": held(outcomes, *args.held, args.gpus)} if args.held else {}),
@@ -77,6 +78,9 @@ def compare(outcomes: dict[str, Sequence[Outcome]]) -> list[dict]:
         for name, outcome in zip(outcomes, mine):
             if not outcome.on_time:
                 _count_miss(row[name], outcome, others_on_time=all(o.on_time for o in mine if o is not outcome))
+    for row in rows.values():
+        for name in outcomes:
+            row[name]["missed_gpu_h"] = round(row[name]["missed_gpu_h"], 1)
     return sorted(rows.values(), key=lambda r: (list(SIZE_CLASSES).index(r["size"]), _run_time_index(r["run_time"])))
 
 
@@ -95,7 +99,7 @@ def _count_miss(figures: dict, outcome: Outcome, others_on_time: bool) -> None:
     figures["expired"] += outcome.expired_at is not None
     figures["refused"] += outcome.expired_at == outcome.job.submitted_at
     figures["only"] += others_on_time
-    figures["missed_gpu_h"] = round(figures["missed_gpu_h"] + outcome.job.gpus * outcome.job.duration / 3600, 1)
+    figures["missed_gpu_h"] += outcome.job.gpus * outcome.job.duration / 3600
 
 
 def _run_time_index(name: str) -> int:
@@ -141,8 +145,7 @@ def _span_order(key: tuple[str, str, bool]) -> tuple[int, int, bool]:
 
 
 def _text(report: dict) -> str:
-    rows = report["misses"]
-    names = [k for k in rows[0] if isinstance(rows[0][k], dict)] if rows else []
+    rows, names = report["misses"], report["policies"]
     lines = [
         "| size | run time | jobs | "
         + " | ".join(f"{n}: missed (expired, refused), only {n}, GPU-h missed" for n in names)

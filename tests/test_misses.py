@@ -92,6 +92,7 @@ def test_the_command_replays_a_trace_file_and_prints_json(tmp_path):
                 "--policies", "fifo,edf", "--held", "900,3600", "--json")  # fmt: skip
     assert done.returncode == 0, done.stderr
     report = json.loads(done.stdout)
+    assert report["policies"] == ["fifo", "edf"]
     assert sum(r["fifo"]["only"] for r in report["misses"]) == 1
     assert report["only_one_missed_due"]["fifo"] == [["1970-01-01 00:00", 1]]
     assert report["held"]["by_policy"]["fifo"] == {"1 GPU, > 1 day, started before": 0.8}
