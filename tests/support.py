@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
+import importlib.util
 import os
 import time
 from pathlib import Path
@@ -12,6 +13,15 @@ import pytest
 from nbformat.v4 import new_code_cell, new_notebook
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "example_notebooks"
+BENCHMARKS = Path(__file__).resolve().parent.parent / "benchmarks"
+
+
+def benchmark_module(name: str):
+    """A module of benchmarks/ by file name (they are scripts, not a package)."""
+    spec = importlib.util.spec_from_file_location(f"{Path(name).stem}_benchmark", BENCHMARKS / name)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
 def cannot_run_here(reason: str) -> None:

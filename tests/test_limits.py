@@ -3,29 +3,21 @@ targets e31 misses would take, on small hand-made traces."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import random
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
+from support import BENCHMARKS, benchmark_module
 
 from e31_jupyter.core.policies import POLICIES
 from e31_jupyter.core.simulator import TraceJob, simulate
 
-LIMITS = Path(__file__).resolve().parent.parent / "benchmarks" / "limits.py"
+LIMITS = BENCHMARKS / "limits.py"
 
 
-def _load():
-    spec = importlib.util.spec_from_file_location("limits_benchmark", LIMITS)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-limits = _load()
+limits = benchmark_module("limits.py")
 
 
 def job(id, submit, duration, gpus=1, deadline=1e12) -> TraceJob:

@@ -2,29 +2,22 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from support import BENCHMARKS, benchmark_module
 
 from e31_jupyter.core.policies import POLICIES
 from e31_jupyter.core.simulator import TraceJob, simulate
 
-MISSES = Path(__file__).resolve().parent.parent / "benchmarks" / "misses.py"
+MISSES = BENCHMARKS / "misses.py"
 DAY = 86400.0
 
 
-def _load():
-    spec = importlib.util.spec_from_file_location("misses_benchmark", MISSES)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-misses = _load()
+misses = benchmark_module("misses.py")
 
 
 def job(id, submit, duration, deadline, max_runtime=None) -> TraceJob:

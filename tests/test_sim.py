@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import datetime as dt
-import importlib.util
 import json
 import random
 import subprocess
@@ -12,6 +11,7 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
+from support import BENCHMARKS, benchmark_module
 
 from e31_jupyter.core.fairshare import FAIR_SHARE_HALF_LIFE_S, Usage, decayed
 from e31_jupyter.core.policies import POLICIES
@@ -28,7 +28,7 @@ from e31_jupyter.core.simulator import (
     synthesise,
 )
 
-BENCHMARK = Path(__file__).resolve().parent.parent / "benchmarks" / "scheduling.py"
+BENCHMARK = BENCHMARKS / "scheduling.py"
 
 
 def job(id, submit, duration, gpus=1, team="t", deadline=1e12, declared=None) -> TraceJob:
@@ -377,14 +377,6 @@ def test_the_benchmark_reads_other_trace_formats_and_prints_json(tmp_path):
     assert plot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
-def _benchmark_module(name: str = BENCHMARK.name):
-    """A module of benchmarks/ by file name (they are scripts, not a package)."""
-    spec = importlib.util.spec_from_file_location(f"{Path(name).stem}_benchmark", BENCHMARK.with_name(name))
-    benchmark = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(benchmark)
-    return benchmark
-
-
 def test_the_benchmark_says_which_targets_a_policy_meets_against_the_baselines_beside_it():
     def figures(misses, by_class, goodput, worst, least):
         classes = dict(zip(("1", "2-8", ">8"), by_class))
@@ -396,7 +388,7 @@ def test_the_benchmark_says_which_targets_a_policy_meets_against_the_baselines_b
         "backfill": figures(0.45, (0.45, 0.45, 0.45), 0.55, 0.90, 0.50),  # refuses alike: the best ratio
         "edf": figures(0.30, (0.30, 0.25, 0.30), 0.82, 0.50, 0.45),
     }
-    targets = _benchmark_module().targets
+    targets = benchmark_module(BENCHMARK.name).targets
     e31 = targets(figures(0.19, (0.17, 0.20, 0.40), 0.90, 0.70, 0.65), baselines)
     assert e31["misses_over_best_baseline"] == pytest.approx(0.95)
     assert e31["fewest_misses"] and not e31["half_the_best_baseline"]
@@ -415,7 +407,7 @@ def test_the_benchmark_says_which_targets_a_policy_meets_against_the_baselines_b
 
 
 def test_the_runs_benchmark_counts_the_runs_meeting_each_target_and_holds_misses_to_one_policy():
-    runs = _benchmark_module("runs.py")
+    runs = benchmark_module("runs.py")
     met = {"fewest_misses": True, "half_the_best_baseline": False, "classes_that_pay": [], "goodput": True,
            "team_ontime_worst": None, "team_ontime_min": True, "classes_that_pay_against_best_baseline": [],
            "baselines_best_in_every_class": ["edf"]}  # fmt: skip
@@ -458,7 +450,7 @@ def test_the_runs_benchmark_replays_each_run_it_is_given_beside_the_baselines(tm
     assert results["runs"]["small, seed 0"]["edf"] != results["runs"]["small, seed 1"]["edf"]  # other draws
     assert results["summary"]["e31"]["runs_held_to_baselines"] == 4
     one_baseline_best = results["summary"]["e31"]["runs_a_baseline_is_best_in_every_class"]
-    runs = _benchmark_module("runs.py")
+    runs = benchmark_module("runs.py")
     table = runs._table(results["runs"], "edf")
     assert f"one baseline has the fewest misses of every size class: {one_baseline_best} of 4" in table
     bad = subprocess.run([sys.executable, str(BENCHMARK.with_name("runs.py")), "--trace", str(trace), "--run", "x"],
@@ -511,7 +503,7 @@ def test_the_benchmark_times_each_policys_pass_over_10000_queued_jobs_in_turns(t
     results = json.loads(run.stdout)
     assert set(results) == {"e31", "edf"} and all(figures["pass_10k_ms"] > 0 for figures in results.values())
 
-    benchmark = _benchmark_module()
+    benchmark = benchmark_module(BENCHMARK.name)
     turns = []
 
     class Recorded:
