@@ -15,6 +15,9 @@ that ``scheduling.py`` gives for the same arguments. It prints:
   bursts (many due at 09:00, say), a handful of hours decide the count.
 - **With** ``--held FROM,TO``: the GPU-hours each policy's jobs held in that span, by size class
   and run time, and whether they started before it, against the cluster's GPU-hours.
+- **The teams with the fewest jobs on time** under the first policy (of those with at least
+  FAIRNESS_MIN_JOBS jobs, as ``team_ontime_min`` counts them), with their share under each.
+  ``--team NAME`` reads one team's jobs alone: every figure above is then of its jobs.
 
 RESULTS.md quotes it where it says why one policy misses what another meets.
 """
@@ -36,7 +39,14 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from scheduling import model_arguments, parse_when, policy_names, replay_arguments, replayed_jobs  # noqa: E402
 
 from e31_jupyter.core.policies import POLICIES  # noqa: E402
-from e31_jupyter.core.simulator import SIZE_CLASSES, Outcome, overlap, simulate, size_class  # noqa: E402
+from e31_jupyter.core.simulator import (  # noqa: E402
+    SIZE_CLASSES,
+    Outcome,
+    overlap,
+    simulate,
+    size_class,
+    team_ontime,
+)
 
 # A job's real run time, bucketed: the longest in each bucket, and its name.
 RUN_TIMES = (
@@ -47,6 +57,7 @@ RUN_TIMES = (
     (math.inf, "> 1 day"),
 )
 TOP_HOURS = 8  # deadline hours shown per policy
+TOP_TEAMS = 8  # teams shown, those with the fewest jobs on time first
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -55,11 +66,19 @@ def main(argv: list[str] | None = None) -> None:
     outcomes = {
         name: simulate(jobs, POLICIES[name], args.gpus, args.machine_gpus, preemption) for name in args.policies
     }
+    if args.team is not None:
+        outcomes = {name: [o for o in replayed if o.job.team == args.team] for name, replayed in outcomes.items()}
+        if not outcomes[args.policies[0]]:
+            sys.exit(
+                f"misses.py: no job of team {args.team!r} in the window; the teams with the fewest on time are listed without --team"
+            )
     report = {
         "policies": args.policies,
+        **({"team": args.team} if args.team is not None else {}),
         "misses": compare(outcomes),
         "only_one_missed_due": due_hours(outcomes),
         **({"held": held(outcomes, *args.held, args.gpus)} if args.held else {}),
+        "teams_fewest_on_time": teams(outcomes),
     }
     print(json.dumps(report, indent=2) if args.json else _text(report))
 
@@ -135,6 +154,20 @@ def held(outcomes: dict[str, Sequence[Outcome]], start: float, end: float, gpus:
     return {"cluster_gpu_h": round(gpus * (end - start) / 3600, 1), "by_policy": spans}
 
 
+def teams(outcomes: dict[str, Sequence[Outcome]], top: int = TOP_TEAMS) -> list[dict] | None:
+    """The teams with the fewest jobs on time under the first policy, and their share under each;
+    None when the trace has no teams."""
+    shares = {name: team_ontime(replayed) for name, replayed in outcomes.items()}
+    first = next(iter(shares.values()))
+    if first is None:
+        return None
+    jobs = Counter(o.job.team for o in next(iter(outcomes.values())))
+    worst = sorted(first, key=first.__getitem__)[:top]
+    return [
+        {"team": team, "jobs": jobs[team], **{n: round(s[team], 3) for n, s in shares.items() if s}} for team in worst
+    ]
+
+
 def _span_key(size: str, runs: str, before: bool) -> str:
     return f"{size} GPU{'' if size == '1' else 's'}, {runs}, started {'before' if before else 'within'}"
 
@@ -161,6 +194,12 @@ def _text(report: dict) -> str:
     for name, hours in report["only_one_missed_due"].items():
         lines.append(
             f"\nDue hours of the jobs only {name} missed: " + (", ".join(f"{h} ({n})" for h, n in hours) or "none")
+        )
+    if report["teams_fewest_on_time"]:
+        lines.append(f"\nTeams with the fewest jobs on time under {names[0]} (share on time):")
+        lines.extend(
+            f"- {t['team']} ({t['jobs']} jobs): " + ", ".join(f"{n} {t[n]:.3f}" for n in names)
+            for t in report["teams_fewest_on_time"]
         )
     if "held" in report:
         lines.append(f"\nGPU-hours held in the span (the cluster has {report['held']['cluster_gpu_h']}):")
@@ -192,6 +231,7 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
     parser = model_arguments(replay_arguments(__doc__))
     parser.add_argument("--policies", required=True, type=_two_policies, help="the two policies, e.g. e31,edf")
     parser.add_argument("--held", type=_span, metavar="FROM,TO", help="also the GPU-hours held in this span")
+    parser.add_argument("--team", help="read this team's jobs alone")
     return parser.parse_args(argv)
 
 

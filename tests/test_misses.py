@@ -20,8 +20,8 @@ DAY = 86400.0
 misses = benchmark_module("misses.py")
 
 
-def job(id, submit, duration, deadline, max_runtime=None) -> TraceJob:
-    return TraceJob(id, float(submit), float(duration), 1, "t", float(deadline), float(max_runtime or duration))
+def job(id, submit, duration, deadline, max_runtime=None, team="t") -> TraceJob:
+    return TraceJob(id, float(submit), float(duration), 1, team, float(deadline), float(max_runtime or duration))
 
 
 # One GPU. fifo runs the two-day job first, and the half-hour one due at 2000 s ends late;
@@ -69,10 +69,22 @@ def test_held_counts_gpu_hours_in_the_span_by_whether_the_job_started_before_it(
     }
 
 
+def test_the_teams_with_the_fewest_jobs_on_time_come_first_with_their_share_under_each_policy():
+    # one GPU: 20 jobs of 100 s all due at 150 s (only the first can make it), and 20 jobs due
+    # far off, submitted once those are done
+    late = [job(f"late{i}", 0, 100, 150, team="late") for i in range(20)]
+    fine = [job(f"fine{i}", 5000 + i, 10, 10 * DAY, team="fine") for i in range(20)]
+    assert misses.teams(replayed(["fifo", "edf"], late + fine)) == [
+        {"team": "late", "jobs": 20, "fifo": 0.05, "edf": 0.05},
+        {"team": "fine", "jobs": 20, "fifo": 1.0, "edf": 1.0},
+    ]
+    assert misses.teams(replayed(["fifo", "edf"], [job("x", 0, 10, 100, team="")])) is None  # no teams
+
+
 def _trace(tmp_path: Path) -> Path:
     path = tmp_path / "trace.csv"
-    rows = [f"{j.submitted_at},{j.duration},1,{j.deadline},{j.max_runtime}" for j in TWO]
-    path.write_text("timestamp,duration,num_gpus,deadline,max_runtime\n" + "\n".join(rows) + "\n")
+    rows = [f"{j.submitted_at},{j.duration},1,{j.deadline},{j.max_runtime},t" for j in TWO]
+    path.write_text("timestamp,duration,num_gpus,deadline,max_runtime,vc\n" + "\n".join(rows) + "\n")
     return path
 
 
@@ -89,6 +101,18 @@ def test_the_command_replays_a_trace_file_and_prints_json(tmp_path):
     assert sum(r["fifo"]["only"] for r in report["misses"]) == 1
     assert report["only_one_missed_due"]["fifo"] == [["1970-01-01 00:00", 1]]
     assert report["held"]["by_policy"]["fifo"] == {"1 GPU, > 1 day, started before": 0.8}
+
+
+def test_the_command_reads_one_team_alone_and_says_when_the_window_has_none_of_its_jobs(tmp_path):
+    args = ("--trace", str(_trace(tmp_path)), "--gpus", "1", "--machine-gpus", "1", "--policies", "fifo,edf", "--json")
+    done = _run(*args, "--team", "t")
+    assert done.returncode == 0, done.stderr
+    report = json.loads(done.stdout)
+    assert report["team"] == "t" and sum(r["jobs"] for r in report["misses"]) == 2
+    assert report["teams_fewest_on_time"] == []  # no team has the 20 jobs a team's share is counted over
+    absent = _run(*args, "--team", "nope")
+    assert absent.returncode == 1
+    assert "no job of team 'nope' in the window" in absent.stderr
 
 
 def test_the_command_prints_a_table_without_json(tmp_path):

@@ -416,16 +416,16 @@ def _waits(outcomes: Iterable[Outcome]) -> dict[str, list[float]]:
     return {c: [o.left_queue_at - o.job.submitted_at for o in of_class] for c, of_class in _by_class(outcomes).items()}
 
 
-def _big_teams(outcomes: Iterable[Outcome]) -> list[list[Outcome]]:
-    """The jobs of each team with at least FAIRNESS_MIN_JOBS of them."""
+def _big_teams(outcomes: Iterable[Outcome]) -> dict[str, list[Outcome]]:
+    """The jobs of each team with at least FAIRNESS_MIN_JOBS of them, by team."""
     teams: dict[str, list[Outcome]] = defaultdict(list)
     for o in outcomes:
         teams[o.job.team].append(o)
-    return [jobs for jobs in teams.values() if len(jobs) >= FAIRNESS_MIN_JOBS]
+    return {team: jobs for team, jobs in teams.items() if len(jobs) >= FAIRNESS_MIN_JOBS}
 
 
 def _fairness(outcomes: Iterable[Outcome]) -> tuple[float, float]:
-    slowdowns = [[_slowdown(o) for o in jobs if o.finished_at is not None] for jobs in _big_teams(outcomes)]
+    slowdowns = [[_slowdown(o) for o in jobs if o.finished_at is not None] for jobs in _big_teams(outcomes).values()]
     means = [_mean(s) for s in slowdowns if s]
     if not means:
         return 1.0, 1.0
@@ -452,9 +452,16 @@ def _team_ontime_min(outcomes: Sequence[Outcome]) -> float | None:
 
 
 def _team_ontime_shares(outcomes: Sequence[Outcome]) -> list[float] | None:
+    shares = team_ontime(outcomes)
+    return None if shares is None else list(shares.values())
+
+
+def team_ontime(outcomes: Sequence[Outcome]) -> dict[str, float] | None:
+    """Each team's share of its jobs done by their deadline, over the teams with at least
+    FAIRNESS_MIN_JOBS jobs; None when the trace has no teams."""
     if all(o.job.team == "" for o in outcomes):
         return None
-    return [1.0 - _missed(jobs) for jobs in _big_teams(outcomes)]
+    return {team: 1.0 - _missed(jobs) for team, jobs in _big_teams(outcomes).items()}
 
 
 def overlap(a: float, b: float, start: float, end: float) -> float:
