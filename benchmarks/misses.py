@@ -18,6 +18,11 @@ that ``scheduling.py`` gives for the same arguments. It prints:
 - **The teams with the fewest jobs on time** under the first policy (of those with at least
   FAIRNESS_MIN_JOBS jobs, as ``team_ontime_min`` counts them), with their share under each.
   ``--team NAME`` reads one team's jobs alone: every figure above is then of its jobs.
+- **The GPU-hours each policy finished on time** (what its goodput counts), and the jobs only it
+  missed with the most GPU-hours, each with how it was missed: in a window's goodput, a few jobs
+  of days on many GPUs can outweigh thousands of short ones.
+- **With** ``--job ID`` (again for more): that job under each policy: how it ended, how often
+  it was suspended, and each time it held its GPUs. The ids are those the list above prints.
 
 RESULTS.md quotes it where it says why one policy misses what another meets.
 """
@@ -58,6 +63,7 @@ RUN_TIMES = (
 )
 TOP_HOURS = 8  # deadline hours shown per policy
 TOP_TEAMS = 8  # teams shown, those with the fewest jobs on time first
+TOP_JOBS = 5  # jobs shown per policy, of those only it missed, the most GPU-hours first
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -79,7 +85,10 @@ def main(argv: list[str] | None = None) -> None:
         "only_one_missed_due": due_hours(outcomes),
         **({"held": held(outcomes, *args.held, args.gpus)} if args.held else {}),
         "teams_fewest_on_time": teams(outcomes),
+        "gpu_hours": largest_misses(outcomes),
     }
+    if args.job:
+        report["jobs"] = [_timeline_or_exit(outcomes, job_id) for job_id in args.job]
     print(json.dumps(report, indent=2) if args.json else _text(report))
 
 
@@ -118,7 +127,11 @@ def _count_miss(figures: dict, outcome: Outcome, others_on_time: bool) -> None:
     figures["expired"] += outcome.expired_at is not None
     figures["refused"] += outcome.expired_at == outcome.job.submitted_at
     figures["only"] += others_on_time
-    figures["missed_gpu_h"] += outcome.job.gpus * outcome.job.duration / 3600
+    figures["missed_gpu_h"] += _gpu_h(outcome.job)
+
+
+def _gpu_h(job) -> float:
+    return job.gpus * job.duration / 3600
 
 
 def _run_time_index(name: str) -> int:
@@ -127,16 +140,103 @@ def _run_time_index(name: str) -> int:
 
 def due_hours(outcomes: dict[str, Sequence[Outcome]], top: int = TOP_HOURS) -> dict[str, list[tuple[str, int]]]:
     """For each policy, the hours (UTC) the jobs only it missed were due in, most first."""
-    hours: dict[str, Counter] = {name: Counter() for name in outcomes}
+    return {
+        name: Counter(_when(o.job.deadline, "%Y-%m-%d %H:00") for o in missed).most_common(top)
+        for name, missed in only_missed(outcomes).items()
+    }
+
+
+def only_missed(outcomes: dict[str, Sequence[Outcome]]) -> dict[str, list[Outcome]]:
+    """For each policy, the jobs it missed and the other met."""
+    only: dict[str, list[Outcome]] = {name: [] for name in outcomes}
     for mine in zip(*outcomes.values()):
-        missed = [name for name, o in zip(outcomes, mine) if not o.on_time]
+        missed = [(name, o) for name, o in zip(outcomes, mine) if not o.on_time]
         if len(missed) == 1:
-            hours[missed[0]][_hour(mine[0].job.deadline)] += 1
-    return {name: counted.most_common(top) for name, counted in hours.items()}
+            name, outcome = missed[0]
+            only[name].append(outcome)
+    return only
 
 
-def _hour(when: float) -> str:
-    return dt.datetime.fromtimestamp(when, dt.timezone.utc).strftime("%Y-%m-%d %H:00")
+def _when(seconds: float, form: str = "%Y-%m-%d %H:%M") -> str:
+    return dt.datetime.fromtimestamp(seconds, dt.timezone.utc).strftime(form)
+
+
+def largest_misses(outcomes: dict[str, Sequence[Outcome]], top: int = TOP_JOBS) -> dict[str, dict]:
+    """For each policy, the GPU-hours of the jobs it finished on time and of all the jobs (its
+    goodput is the one over the other), and the jobs only it missed with the most GPU-hours."""
+    asked = round(sum(_gpu_h(o.job) for o in next(iter(outcomes.values()))), 1)
+    return {
+        name: {
+            "on_time": round(sum(_gpu_h(o.job) for o in outcomes[name] if o.on_time), 1),
+            "asked": asked,
+            "largest_only_missed": [
+                _missed_job(o) for o in sorted(missed, key=lambda o: (-_gpu_h(o.job), o.job.id))[:top]
+            ],
+        }
+        for name, missed in only_missed(outcomes).items()
+    }
+
+
+def _missed_job(outcome: Outcome) -> dict:
+    job = outcome.job
+    return {
+        "id": job.id,
+        "gpus": job.gpus,
+        "run_h": round(job.duration / 3600, 1),
+        "gpu_h": round(_gpu_h(job), 1),
+        "how": how_it_ended(outcome),
+        "suspended": outcome.suspended,
+    }
+
+
+def how_it_ended(outcome: Outcome) -> str:
+    """Refused at its submit, expired after so long in line, or finished late or on time by so much."""
+    job = outcome.job
+    if outcome.expired_at is not None:
+        if outcome.expired_at == job.submitted_at:
+            return "refused at its submit"
+        return f"expired after {(outcome.expired_at - job.submitted_at) / 3600:.1f} h in line"
+    assert outcome.finished_at is not None, "a replay ends only once every job that started finished"
+    late_h = (outcome.finished_at - job.deadline) / 3600
+    return f"late by {late_h:.1f} h" if late_h > 0 else f"on time, {-late_h:.1f} h to spare"
+
+
+def timeline(outcomes: dict[str, Sequence[Outcome]], job_id: str) -> dict | None:
+    """One job under each policy: what it asked, how it ended, how often it was suspended and
+    how much work that lost, and each time it held its GPUs; None when the window has no such job."""
+    found = {name: next((o for o in replayed if o.job.id == job_id), None) for name, replayed in outcomes.items()}
+    first = next(iter(found.values()))
+    if first is None:
+        return None
+    job = first.job
+    return {
+        "id": job.id,
+        "gpus": job.gpus,
+        "team": job.team,
+        "submitted": _when(job.submitted_at),
+        "due": _when(job.deadline),
+        "declared_h": round(job.max_runtime / 3600, 1),
+        "run_h": round(job.duration / 3600, 1),
+        "by_policy": {
+            name: {
+                "how": how_it_ended(o),
+                "suspended": o.suspended,
+                "lost_h": round(o.lost_s / 3600, 1),
+                "runs": [[_when(began), _when(ended)] for began, ended in o.runs],
+            }
+            for name, o in found.items()
+            if o is not None
+        },
+    }
+
+
+def _timeline_or_exit(outcomes: dict[str, Sequence[Outcome]], job_id: str) -> dict:
+    found = timeline(outcomes, job_id)
+    if found is None:
+        sys.exit(
+            f"misses.py: no job {job_id!r} in the window; the ids are those the list of the largest misses prints (j0, j1, ... in the window's order)"
+        )
+    return found
 
 
 def held(outcomes: dict[str, Sequence[Outcome]], start: float, end: float, gpus: int) -> dict:
@@ -201,12 +301,39 @@ def _text(report: dict) -> str:
             f"- {t['team']} ({t['jobs']} jobs): " + ", ".join(f"{n} {t[n]:.3f}" for n in names)
             for t in report["teams_fewest_on_time"]
         )
+    for name, hours in report["gpu_hours"].items():
+        lines.append(
+            f"\nGPU-hours {name} finished on time: {hours['on_time']:,.1f} of {hours['asked']:,.1f}"
+            f" ({hours['on_time'] / hours['asked']:.3f}). The largest jobs only it missed:"
+            if hours["asked"]
+            else f"\nNo GPU-hours were asked of {name}."
+        )
+        lines.extend(
+            f"- {j['id']}: {_gpus(j['gpus'])} x {j['run_h']} h = {j['gpu_h']:,.1f} GPU-h, {j['how']}"
+            + (f", suspended {j['suspended']} times" if j["suspended"] else "")
+            for j in hours["largest_only_missed"]
+        )
+    for job in report.get("jobs", []):
+        lines.append(
+            f"\nJob {job['id']}: {_gpus(job['gpus'])}, team {job['team'] or '(none)'}, submitted {job['submitted']},"
+            f" due {job['due']}, declared {job['declared_h']} h, ran {job['run_h']} h"
+        )
+        for name, seen in job["by_policy"].items():
+            runs = "; ".join(f"{began} to {ended}" for began, ended in seen["runs"]) or "never started"
+            suspended = (
+                f", suspended {seen['suspended']} times ({seen['lost_h']} h of work lost)" if seen["suspended"] else ""
+            )
+            lines.append(f"- {name}: {seen['how']}{suspended}. Held its GPUs: {runs}")
     if "held" in report:
         lines.append(f"\nGPU-hours held in the span (the cluster has {report['held']['cluster_gpu_h']}):")
         for name, spans in report["held"]["by_policy"].items():
             lines.append(f"- {name}: {sum(spans.values()):.0f} in all")
             lines.extend(f"  - {key}: {value:.0f}" for key, value in spans.items())
     return "\n".join(lines)
+
+
+def _gpus(count: int) -> str:
+    return f"{count} GPU{'' if count == 1 else 's'}"
 
 
 def _two_policies(text: str) -> list[str]:
@@ -232,6 +359,7 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--policies", required=True, type=_two_policies, help="the two policies, e.g. e31,edf")
     parser.add_argument("--held", type=_span, metavar="FROM,TO", help="also the GPU-hours held in this span")
     parser.add_argument("--team", help="read this team's jobs alone")
+    parser.add_argument("--job", action="append", metavar="ID", help="also this job under each policy (again for more)")
     return parser.parse_args(argv)
 
 

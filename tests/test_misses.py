@@ -81,6 +81,51 @@ def test_the_teams_with_the_fewest_jobs_on_time_come_first_with_their_share_unde
     assert misses.teams(replayed(["fifo", "edf"], [job("x", 0, 10, 100, team="")])) is None  # no teams
 
 
+def test_the_gpu_hours_on_time_and_the_largest_jobs_only_one_policy_missed_say_how_each_was_missed():
+    hours = misses.largest_misses(replayed(["fifo", "edf"]))
+    # fifo: the two-day job on time, the half-hour one starts after it, 47.9 h past its deadline
+    assert hours["fifo"] == {
+        "on_time": 48.0,
+        "asked": 48.5,
+        "largest_only_missed": [
+            {"id": "b-short", "gpus": 1, "run_h": 0.5, "gpu_h": 0.5, "how": "late by 47.9 h", "suspended": 0}
+        ],
+    }
+    assert hours["edf"] == {"on_time": 48.5, "asked": 48.5, "largest_only_missed": []}
+
+
+def test_how_a_job_ended_tells_refused_expired_late_and_on_time_apart():
+    (refused,) = replayed(["backfill"], [job("c", 0, 50, 20)])["backfill"]
+    assert misses.how_it_ended(refused) == "refused at its submit"
+    # one GPU held for two days: the job due in an hour waits in edf's line until it cannot make it
+    (_, waited) = replayed(["edf"], [job("a", 0, 2 * DAY, 10 * DAY), job("w", 100, 600, 3600)])["edf"]
+    assert waited.expired_at is not None and waited.expired_at > 100
+    assert misses.how_it_ended(waited) == f"expired after {(waited.expired_at - 100) / 3600:.1f} h in line"
+    by_name = {name: outcomes[1] for name, outcomes in replayed(["fifo", "edf"]).items()}
+    assert misses.how_it_ended(by_name["fifo"]) == "late by 47.9 h"
+    assert misses.how_it_ended(by_name["edf"]) == "on time, 0.1 h to spare"  # ends at 1,800 s, due at 2,000
+
+
+def test_a_job_s_timeline_gives_each_time_it_held_its_gpus_under_each_policy():
+    seen = misses.timeline(replayed(["fifo", "edf"]), "b-short")
+    assert seen is not None
+    assert (seen["gpus"], seen["team"], seen["submitted"], seen["due"]) == (
+        1,
+        "t",
+        "1970-01-01 00:00",
+        "1970-01-01 00:33",
+    )
+    assert (seen["declared_h"], seen["run_h"]) == (0.5, 0.5)
+    assert seen["by_policy"]["fifo"] == {
+        "how": "late by 47.9 h",
+        "suspended": 0,
+        "lost_h": 0.0,
+        "runs": [["1970-01-03 00:00", "1970-01-03 00:30"]],
+    }
+    assert seen["by_policy"]["edf"]["runs"] == [["1970-01-01 00:00", "1970-01-01 00:30"]]
+    assert misses.timeline(replayed(["fifo", "edf"]), "nope") is None
+
+
 def _trace(tmp_path: Path) -> Path:
     path = tmp_path / "trace.csv"
     rows = [f"{j.submitted_at},{j.duration},1,{j.deadline},{j.max_runtime},t" for j in TWO]
@@ -116,10 +161,30 @@ def test_the_command_reads_one_team_alone_and_says_when_the_window_has_none_of_i
 
 
 def test_the_command_prints_a_table_without_json(tmp_path):
-    done = _run("--trace", str(_trace(tmp_path)), "--gpus", "1", "--machine-gpus", "1", "--policies", "fifo,edf")
+    done = _run("--trace", str(_trace(tmp_path)), "--gpus", "1", "--machine-gpus", "1", "--policies", "fifo,edf",
+                "--job", "j1")  # fmt: skip
     assert done.returncode == 0, done.stderr
     assert "| 1 | 10 min - 1 h | 1 | 1 (0, 0), 1, 0 | 0 (0, 0), 0, 0 |" in done.stdout
     assert "Due hours of the jobs only fifo missed: 1970-01-01 00:00 (1)" in done.stdout
+    assert "GPU-hours fifo finished on time: 48.0 of 48.5 (0.990). The largest jobs only it missed:" in done.stdout
+    assert "- j1: 1 GPU x 0.5 h = 0.5 GPU-h, late by 47.9 h" in done.stdout
+    assert (
+        "Job j1: 1 GPU, team t, submitted 1970-01-01 00:00, due 1970-01-01 00:33, declared 0.5 h, ran 0.5 h"
+        in done.stdout
+    )
+    assert "- fifo: late by 47.9 h. Held its GPUs: 1970-01-03 00:00 to 1970-01-03 00:30" in done.stdout
+
+
+def test_the_command_gives_the_jobs_asked_for_and_says_when_one_is_not_in_the_window(tmp_path):
+    args = ("--trace", str(_trace(tmp_path)), "--gpus", "1", "--machine-gpus", "1", "--policies", "fifo,edf", "--json")
+    done = _run(*args, "--job", "j0", "--job", "j1")
+    assert done.returncode == 0, done.stderr
+    jobs = json.loads(done.stdout)["jobs"]
+    assert [j["id"] for j in jobs] == ["j0", "j1"]
+    assert jobs[1]["by_policy"]["edf"]["how"] == "on time, 0.1 h to spare"
+    absent = _run(*args, "--job", "j7")
+    assert absent.returncode == 1
+    assert "no job 'j7' in the window" in absent.stderr
 
 
 @pytest.mark.parametrize(
