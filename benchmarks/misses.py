@@ -88,7 +88,7 @@ def main(argv: list[str] | None = None) -> None:
         "gpu_hours": largest_misses(outcomes),
     }
     if args.job:
-        report["jobs"] = [_timeline_or_exit(outcomes, job_id) for job_id in args.job]
+        report["jobs"] = [_timeline_or_exit(outcomes, job_id, args.team) for job_id in args.job]
     print(json.dumps(report, indent=2) if args.json else _text(report))
 
 
@@ -230,11 +230,12 @@ def timeline(outcomes: dict[str, Sequence[Outcome]], job_id: str) -> dict | None
     }
 
 
-def _timeline_or_exit(outcomes: dict[str, Sequence[Outcome]], job_id: str) -> dict:
+def _timeline_or_exit(outcomes: dict[str, Sequence[Outcome]], job_id: str, team: str | None) -> dict:
     found = timeline(outcomes, job_id)
     if found is None:
+        among = f"of team {team!r} " if team is not None else ""
         sys.exit(
-            f"misses.py: no job {job_id!r} in the window; the ids are those the list of the largest misses prints (j0, j1, ... in the window's order)"
+            f"misses.py: no job {job_id!r} {among}in the window; the ids are those the list of the largest misses prints (j0, j1, ... in the window's order)"
         )
     return found
 
@@ -305,12 +306,13 @@ def _text(report: dict) -> str:
         lines.append(
             f"\nGPU-hours {name} finished on time: {hours['on_time']:,.1f} of {hours['asked']:,.1f}"
             f" ({hours['on_time'] / hours['asked']:.3f}). The largest jobs only it missed:"
+            + ("" if hours["largest_only_missed"] else " none")
             if hours["asked"]
             else f"\nNo GPU-hours were asked of {name}."
         )
         lines.extend(
             f"- {j['id']}: {_gpus(j['gpus'])} x {j['run_h']} h = {j['gpu_h']:,.1f} GPU-h, {j['how']}"
-            + (f", suspended {j['suspended']} times" if j["suspended"] else "")
+            + (f", suspended {_times(j['suspended'])}" if j["suspended"] else "")
             for j in hours["largest_only_missed"]
         )
     for job in report.get("jobs", []):
@@ -321,7 +323,9 @@ def _text(report: dict) -> str:
         for name, seen in job["by_policy"].items():
             runs = "; ".join(f"{began} to {ended}" for began, ended in seen["runs"]) or "never started"
             suspended = (
-                f", suspended {seen['suspended']} times ({seen['lost_h']} h of work lost)" if seen["suspended"] else ""
+                f", suspended {_times(seen['suspended'])} ({seen['lost_h']} h of work lost)"
+                if seen["suspended"]
+                else ""
             )
             lines.append(f"- {name}: {seen['how']}{suspended}. Held its GPUs: {runs}")
     if "held" in report:
@@ -334,6 +338,10 @@ def _text(report: dict) -> str:
 
 def _gpus(count: int) -> str:
     return f"{count} GPU{'' if count == 1 else 's'}"
+
+
+def _times(count: int) -> str:
+    return "once" if count == 1 else f"{count} times"
 
 
 def _two_policies(text: str) -> list[str]:

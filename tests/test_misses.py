@@ -11,7 +11,7 @@ import pytest
 from support import BENCHMARKS, benchmark_module
 
 from e31_jupyter.core.policies import POLICIES
-from e31_jupyter.core.simulator import TraceJob, simulate
+from e31_jupyter.core.simulator import Preemption, TraceJob, simulate
 
 MISSES = BENCHMARKS / "misses.py"
 DAY = 86400.0
@@ -126,6 +126,29 @@ def test_a_job_s_timeline_gives_each_time_it_held_its_gpus_under_each_policy():
     assert misses.timeline(replayed(["fifo", "edf"]), "nope") is None
 
 
+def test_a_job_s_timeline_gives_its_suspends_the_work_they_lost_and_its_runs_around_them():
+    # One machine of 8 GPUs: a 10,000 s job that keeps checkpoints holds it from 0; at 4,000 s
+    # comes a 1,000 s job of 8 GPUs due by 5,100 s. e31-preempt suspends the long job for it
+    # (400 s of work since its last checkpoint lost, and a 60 s restore); e31 never suspends.
+    long = TraceJob("long", 0.0, 10_000.0, 8, "a", 1e6, 10_000.0, resumable=True)
+    urgent = TraceJob("urgent", 4000.0, 1000.0, 8, "b", 5100.0, 1000.0)
+    preemption = Preemption(checkpoint_every_s=1800.0, restore_s=60.0)
+    outcomes = {name: simulate([long, urgent], POLICIES[name], 8, 8, preemption) for name in ("e31-preempt", "e31")}
+    seen = misses.timeline(outcomes, "long")
+    assert seen is not None
+    assert seen["by_policy"]["e31-preempt"] == {
+        "how": "on time, 274.6 h to spare",
+        "suspended": 1,
+        "lost_h": 0.1,
+        "runs": [["1970-01-01 00:00", "1970-01-01 01:06"], ["1970-01-01 01:23", "1970-01-01 03:11"]],
+    }
+    assert seen["by_policy"]["e31"]["suspended"] == 0 and len(seen["by_policy"]["e31"]["runs"]) == 1
+    text = misses._text({"policies": ["e31-preempt", "e31"], "misses": [], "only_one_missed_due": {},
+                         "teams_fewest_on_time": None, "gpu_hours": misses.largest_misses(outcomes), "jobs": [seen]})  # fmt: skip
+    assert "- e31-preempt: on time, 274.6 h to spare, suspended once (0.1 h of work lost). Held its GPUs:" in text
+    assert "- urgent: 8 GPUs x 0.3 h = 2.2 GPU-h, expired after 0.1 h in line" in text  # e31 alone misses it
+
+
 def _trace(tmp_path: Path) -> Path:
     path = tmp_path / "trace.csv"
     rows = [f"{j.submitted_at},{j.duration},1,{j.deadline},{j.max_runtime},t" for j in TWO]
@@ -173,6 +196,7 @@ def test_the_command_prints_a_table_without_json(tmp_path):
         in done.stdout
     )
     assert "- fifo: late by 47.9 h. Held its GPUs: 1970-01-03 00:00 to 1970-01-03 00:30" in done.stdout
+    assert "GPU-hours edf finished on time: 48.5 of 48.5 (1.000). The largest jobs only it missed: none" in done.stdout
 
 
 def test_the_command_gives_the_jobs_asked_for_and_says_when_one_is_not_in_the_window(tmp_path):
@@ -185,6 +209,9 @@ def test_the_command_gives_the_jobs_asked_for_and_says_when_one_is_not_in_the_wi
     absent = _run(*args, "--job", "j7")
     assert absent.returncode == 1
     assert "no job 'j7' in the window" in absent.stderr
+    elsewhere = _run(*args, "--team", "t", "--job", "j7")
+    assert elsewhere.returncode == 1
+    assert "no job 'j7' of team 't' in the window" in elsewhere.stderr
 
 
 @pytest.mark.parametrize(
