@@ -23,6 +23,10 @@ that ``scheduling.py`` gives for the same arguments. It prints:
   of days on many GPUs can outweigh thousands of short ones.
 - **With** ``--job ID`` (again for more): that job under each policy: how it ended, how often
   it was suspended, and each time it held its GPUs. The ids are those the list above prints.
+- **With** ``--machines WHEN`` (again for more): each policy's machines at that moment: the GPUs
+  free, the machines free whole, how many would be whole within an hour, six hours and a day (as
+  the jobs on them really ended, which no policy knew), and the GPUs that jobs of over a day held. A job bigger than a machine needs whole ones: this says whether a policy left
+  any, and what pinned the rest.
 
 RESULTS.md quotes it where it says why one policy misses what another meets.
 """
@@ -43,6 +47,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from scheduling import model_arguments, parse_when, policy_names, replay_arguments, replayed_jobs  # noqa: E402
 
+from e31_jupyter.core.machines import Cluster  # noqa: E402
 from e31_jupyter.core.policies import POLICIES  # noqa: E402
 from e31_jupyter.core.simulator import (  # noqa: E402
     SIZE_CLASSES,
@@ -64,16 +69,18 @@ RUN_TIMES = (
 TOP_HOURS = 8  # deadline hours shown per policy
 TOP_TEAMS = 8  # teams shown, those with the fewest jobs on time first
 TOP_JOBS = 5  # jobs shown per policy, of those only it missed, the most GPU-hours first
+WHOLE_WITHIN = ((3600.0, "1 h"), (6 * 3600.0, "6 h"), (86400.0, "24 h"))  # --machines: whole again within
 
 
 def main(argv: list[str] | None = None) -> None:
     args = _parse(argv)
     jobs, _, preemption = replayed_jobs(args)
-    outcomes = {
+    everyone = {
         name: simulate(jobs, POLICIES[name], args.gpus, args.machine_gpus, preemption) for name in args.policies
     }
+    outcomes = everyone
     if args.team is not None:
-        outcomes = {name: [o for o in replayed if o.job.team == args.team] for name, replayed in outcomes.items()}
+        outcomes = {name: [o for o in replayed if o.job.team == args.team] for name, replayed in everyone.items()}
         if not outcomes[args.policies[0]]:
             sys.exit(
                 f"misses.py: no job of team {args.team!r} in the window; the teams with the fewest on time are listed without --team"
@@ -89,6 +96,9 @@ def main(argv: list[str] | None = None) -> None:
     }
     if args.job:
         report["jobs"] = [_timeline_or_exit(outcomes, job_id, args.team) for job_id in args.job]
+    if args.machines:
+        cluster = Cluster.of(args.gpus, args.machine_gpus)
+        report["machines"] = [machines_at(everyone, when, cluster) for when in args.machines]
     print(json.dumps(report, indent=2) if args.json else _text(report))
 
 
@@ -255,6 +265,39 @@ def held(outcomes: dict[str, Sequence[Outcome]], start: float, end: float, gpus:
     return {"cluster_gpu_h": round(gpus * (end - start) / 3600, 1), "by_policy": spans}
 
 
+def machines_at(outcomes: dict[str, Sequence[Outcome]], when: float, cluster: Cluster) -> dict:
+    """Each policy's machines at ``when``, an empty ``cluster`` of the replay's shape to count
+    on: the GPUs free, the machines of full size free whole, how many would be whole within each
+    of WHOLE_WITHIN (by when the runs on them really ended), and the GPUs jobs of over a day (their
+    real run time) held. Give it every job of the window: with ``--team`` too, the machines are everyone's."""
+    whole = [m for m, size in enumerate(cluster.sizes) if size == cluster.machine_gpus]
+    by_policy = {}
+    for name, replayed in outcomes.items():
+        free = list(cluster.sizes)
+        busy_until = [when] * len(free)  # when the last run on each machine ended
+        long_gpus = 0
+        for outcome in replayed:
+            for (began, ended), machines in zip(outcome.runs, outcome.machines):
+                if not began <= when < ended:
+                    continue
+                for m in machines:
+                    free[m] -= cluster.taken(outcome.job.gpus)
+                    busy_until[m] = max(busy_until[m], ended)
+                long_gpus += outcome.job.gpus if outcome.job.duration > 86400 else 0
+        by_policy[name] = {
+            "free_gpus": sum(free),
+            "whole": sum(busy_until[m] <= when for m in whole),
+            "whole_within": {label: sum(busy_until[m] <= when + s for m in whole) for s, label in WHOLE_WITHIN},
+            "gpus_in_jobs_over_a_day": long_gpus,
+        }
+    return {
+        "at": _when(when),
+        "machines": len(cluster.sizes),
+        "machine_gpus": cluster.machine_gpus,
+        "by_policy": by_policy,
+    }
+
+
 def teams(outcomes: dict[str, Sequence[Outcome]], top: int = TOP_TEAMS) -> list[dict] | None:
     """The teams with the fewest jobs on time under the first policy, and their share under each;
     None when the trace has no teams."""
@@ -328,6 +371,17 @@ def _text(report: dict) -> str:
                 else ""
             )
             lines.append(f"- {name}: {seen['how']}{suspended}. Held its GPUs: {runs}")
+    for moment in report.get("machines", []):
+        lines.append(
+            f"\nMachines at {moment['at']} ({_machines(moment['machines'])} of {_gpus(moment['machine_gpus'])};"
+            " whole within: as the jobs on them really ended):"
+        )
+        for name, seen in moment["by_policy"].items():
+            within = ", ".join(f"{label} {n}" for label, n in seen["whole_within"].items())
+            lines.append(
+                f"- {name}: {_gpus(seen['free_gpus'])} free, {_machines(seen['whole'])} whole; whole within {within};"
+                f" jobs of over a day hold {_gpus(seen['gpus_in_jobs_over_a_day'])}"
+            )
     if "held" in report:
         lines.append(f"\nGPU-hours held in the span (the cluster has {report['held']['cluster_gpu_h']}):")
         for name, spans in report["held"]["by_policy"].items():
@@ -338,6 +392,10 @@ def _text(report: dict) -> str:
 
 def _gpus(count: int) -> str:
     return f"{count} GPU{'' if count == 1 else 's'}"
+
+
+def _machines(count: int) -> str:
+    return f"{count} machine{'' if count == 1 else 's'}"
 
 
 def _times(count: int) -> str:
@@ -362,12 +420,26 @@ def _span(text: str) -> tuple[float, float]:
     return span
 
 
+def _moment(text: str) -> float:
+    try:
+        return parse_when(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"--machines takes a date-time or seconds, not {text!r}") from None
+
+
 def _parse(argv: list[str] | None) -> argparse.Namespace:
     parser = model_arguments(replay_arguments(__doc__))
     parser.add_argument("--policies", required=True, type=_two_policies, help="the two policies, e.g. e31,edf")
     parser.add_argument("--held", type=_span, metavar="FROM,TO", help="also the GPU-hours held in this span")
     parser.add_argument("--team", help="read this team's jobs alone")
     parser.add_argument("--job", action="append", metavar="ID", help="also this job under each policy (again for more)")
+    parser.add_argument(
+        "--machines",
+        action="append",
+        type=_moment,
+        metavar="WHEN",
+        help="also each policy's machines then (again for more)",
+    )
     return parser.parse_args(argv)
 
 

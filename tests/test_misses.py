@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 from support import BENCHMARKS, benchmark_module
 
+from e31_jupyter.core.machines import Cluster
 from e31_jupyter.core.policies import POLICIES
 from e31_jupyter.core.simulator import Preemption, TraceJob, simulate
 
@@ -149,6 +150,35 @@ def test_a_job_s_timeline_gives_its_suspends_the_work_they_lost_and_its_runs_aro
     assert "- urgent: 8 GPUs x 0.3 h = 2.2 GPU-h, expired after 0.1 h in line" in text  # e31 alone misses it
 
 
+def test_the_machines_at_a_moment_say_which_are_whole_and_how_soon_the_others_would_be():
+    # Three machines of 8 GPUs: a 16-GPU job of an hour takes two whole ones, a one-GPU job of
+    # two days the third; at 1,800 s the two are whole again within the hour, the third in two days.
+    trace = [TraceJob("big", 0.0, 3600.0, 16, "t", DAY, 3600.0), job("one", 0, 2 * DAY, 10 * DAY)]
+    outcomes = {name: simulate(trace, POLICIES[name], 24, 8) for name in ("fifo", "edf")}
+    seen = misses.machines_at(outcomes, 1800.0, Cluster.of(24, 8))
+    assert (seen["at"], seen["machines"], seen["machine_gpus"]) == ("1970-01-01 00:30", 3, 8)
+    assert seen["by_policy"]["fifo"] == {
+        "free_gpus": 7,
+        "whole": 0,
+        "whole_within": {"1 h": 2, "6 h": 2, "24 h": 2},
+        "gpus_in_jobs_over_a_day": 1,
+    }
+    assert misses.machines_at(outcomes, 7200.0, Cluster.of(24, 8))["by_policy"]["edf"]["whole"] == 2
+
+
+def test_the_machines_of_a_suspended_job_are_free_while_it_waits_again():
+    # the suspend of the timeline test above: at 4,500 s e31-preempt runs the urgent job on the
+    # machine until 5,000 s; e31 still runs the long one, until 10,000 s
+    long = TraceJob("long", 0.0, 10_000.0, 8, "a", 1e6, 10_000.0, resumable=True)
+    urgent = TraceJob("urgent", 4000.0, 1000.0, 8, "b", 5100.0, 1000.0)
+    preemption = Preemption(checkpoint_every_s=1800.0, restore_s=60.0)
+    outcomes = {name: simulate([long, urgent], POLICIES[name], 8, 8, preemption) for name in ("e31-preempt", "e31")}
+    seen = misses.machines_at(outcomes, 4500.0, Cluster.of(8, 8))["by_policy"]
+    assert seen["e31-preempt"]["whole_within"] == {"1 h": 1, "6 h": 1, "24 h": 1}
+    assert seen["e31"]["whole_within"] == {"1 h": 0, "6 h": 1, "24 h": 1}
+    assert seen["e31-preempt"]["free_gpus"] == seen["e31"]["free_gpus"] == 0
+
+
 def _trace(tmp_path: Path) -> Path:
     path = tmp_path / "trace.csv"
     rows = [f"{j.submitted_at},{j.duration},1,{j.deadline},{j.max_runtime},t" for j in TWO]
@@ -162,10 +192,13 @@ def _run(*args: str) -> subprocess.CompletedProcess:
 
 def test_the_command_replays_a_trace_file_and_prints_json(tmp_path):
     done = _run("--trace", str(_trace(tmp_path)), "--gpus", "1", "--machine-gpus", "1",
-                "--policies", "fifo,edf", "--held", "900,3600", "--json")  # fmt: skip
+                "--policies", "fifo,edf", "--held", "900,3600", "--machines", "900", "--json")  # fmt: skip
     assert done.returncode == 0, done.stderr
     report = json.loads(done.stdout)
     assert report["policies"] == ["fifo", "edf"]
+    # fifo runs the two-day job then, edf the half-hour one: the one machine is whole again within 1 h under edf alone
+    assert report["machines"][0]["by_policy"]["fifo"]["whole_within"] == {"1 h": 0, "6 h": 0, "24 h": 0}
+    assert report["machines"][0]["by_policy"]["edf"]["whole_within"] == {"1 h": 1, "6 h": 1, "24 h": 1}
     assert sum(r["fifo"]["only"] for r in report["misses"]) == 1
     assert report["only_one_missed_due"]["fifo"] == [["1970-01-01 00:00", 1]]
     assert report["held"]["by_policy"]["fifo"] == {"1 GPU, > 1 day, started before": 0.8}
@@ -185,7 +218,7 @@ def test_the_command_reads_one_team_alone_and_says_when_the_window_has_none_of_i
 
 def test_the_command_prints_a_table_without_json(tmp_path):
     done = _run("--trace", str(_trace(tmp_path)), "--gpus", "1", "--machine-gpus", "1", "--policies", "fifo,edf",
-                "--job", "j1")  # fmt: skip
+                "--job", "j1", "--machines", "1970-01-01 00:15")  # fmt: skip
     assert done.returncode == 0, done.stderr
     assert "| 1 | 10 min - 1 h | 1 | 1 (0, 0), 1, 0 | 0 (0, 0), 0, 0 |" in done.stdout
     assert "Due hours of the jobs only fifo missed: 1970-01-01 00:00 (1)" in done.stdout
@@ -197,6 +230,14 @@ def test_the_command_prints_a_table_without_json(tmp_path):
     )
     assert "- fifo: late by 47.9 h. Held its GPUs: 1970-01-03 00:00 to 1970-01-03 00:30" in done.stdout
     assert "GPU-hours edf finished on time: 48.5 of 48.5 (1.000). The largest jobs only it missed: none" in done.stdout
+    assert (
+        "Machines at 1970-01-01 00:15 (1 machine of 1 GPU; whole within: as the jobs on them really ended):"
+        in done.stdout
+    )
+    assert (
+        "- fifo: 0 GPUs free, 0 machines whole; whole within 1 h 0, 6 h 0, 24 h 0; jobs of over a day hold 1 GPU"
+        in done.stdout
+    )
 
 
 def test_the_command_gives_the_jobs_asked_for_and_says_when_one_is_not_in_the_window(tmp_path):
@@ -222,6 +263,7 @@ def test_the_command_gives_the_jobs_asked_for_and_says_when_one_is_not_in_the_wi
         ("--policies", "e31,nope", "unknown policies"),
         ("--held", "3600,900", "TO must come after FROM"),
         ("--held", "yesterday,today", "FROM,TO (date-times or seconds)"),
+        ("--machines", "yesterday", "--machines takes a date-time or seconds"),
     ],
 )
 def test_bad_arguments_are_refused_with_what_to_give(tmp_path, flag, value, says):

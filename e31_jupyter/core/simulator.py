@@ -145,6 +145,7 @@ class Outcome:
     finished_at: float | None = None
     expired_at: float | None = None
     runs: list[tuple[float, float]] = field(default_factory=list)  # each time it held its GPUs, start to end
+    machines: list[tuple[int, ...]] = field(default_factory=list)  # where it held them, run by run
     suspended: int = 0  # times a policy suspended it
     lost_s: float = 0.0  # its run time lost to suspends: work done again, and the restores
 
@@ -292,6 +293,7 @@ class Simulation:
         kept = done // self.preemption.checkpoint_every_s * self.preemption.checkpoint_every_s
         self.work_left[job_id] = self.end_at.pop(job_id) - work_from - kept
         outcome.runs.append((running.started_at, now))
+        outcome.machines.append(running.machines)
         outcome.suspended += 1
         outcome.lost_s += now - running.started_at - kept  # the restore too, where it was paying one
         trace = outcome.job
@@ -324,6 +326,7 @@ class Simulation:
             outcome.lost_s += self.work_from.pop(job_id) - running.started_at  # its restore, if resumed
             outcome.finished_at = now
             outcome.runs.append((running.started_at, now))
+            outcome.machines.append(running.machines)
             job = outcome.job
             self.cluster.release(running.machines, running.gpus)
             self.usage.end(job.team, running.gpus, running.started_at, now)
