@@ -25,8 +25,8 @@ that ``scheduling.py`` gives for the same arguments. It prints:
   it was suspended, and each time it held its GPUs. The ids are those the list above prints.
 - **With** ``--machines WHEN`` (again for more): each policy's machines at that moment: the GPUs
   free, the machines free whole, how many would be whole within an hour, six hours and a day (as
-  the jobs on them really ended, which no policy knew), and the GPUs that jobs of over a day held. A job bigger than a machine needs whole ones: this says whether a policy left
-  any, and what pinned the rest.
+  the jobs on them really ended, which no policy knew), and the GPUs that jobs of over a day
+  held. A job bigger than a machine needs whole ones: this says whether a policy left any.
 
 RESULTS.md quotes it where it says why one policy misses what another meets.
 """
@@ -268,8 +268,9 @@ def held(outcomes: dict[str, Sequence[Outcome]], start: float, end: float, gpus:
 def machines_at(outcomes: dict[str, Sequence[Outcome]], when: float, cluster: Cluster) -> dict:
     """Each policy's machines at ``when``, an empty ``cluster`` of the replay's shape to count
     on: the GPUs free, the machines of full size free whole, how many would be whole within each
-    of WHOLE_WITHIN (by when the runs on them really ended), and the GPUs jobs of over a day (their
-    real run time) held. Give it every job of the window: with ``--team`` too, the machines are everyone's."""
+    of WHOLE_WITHIN (by when the runs on them really ended), and the GPUs jobs of over a day
+    (their real run time) held. Give it every job of the window: with ``--team`` too, the
+    machines are everyone's."""
     whole = [m for m, size in enumerate(cluster.sizes) if size == cluster.machine_gpus]
     by_policy = {}
     for name, replayed in outcomes.items():
