@@ -486,7 +486,7 @@ def test_long_jobs_that_can_wait_hold_at_most_their_share_of_the_gpus():
     )
     assert decision.held_back["long"].endswith("starts when one of them ends, or as its deadline draws near")
     more = _long_jobs_hold(24)
-    more.long_share = 0.7  # the queue's long_jobs_share: 28 GPUs
+    more.long_share = 0.8  # the queue's long_jobs_share: 32 GPUs, and 4 of the 5 machines
     assert decide("e31", [long_job], more).start == ["long"]
     assert decide("e31", [long_job], _long_jobs_hold(24)).start == []
 
@@ -531,26 +531,61 @@ def test_the_share_is_said_in_whole_gpus():
 
 
 def test_a_long_job_let_in_keeps_its_part_of_the_share_while_it_waits_for_the_reservation():
-    """24 GPUs, long jobs may hold 45% (10.8): 6 held. "first" (4) is let in (10), but the only
-    machine with room for it is the one kept for "big", first in line; it does not start, and
-    "second" (2), behind it in line, may not take the share before it: 10 + 2 > 10.8."""
+    """48 GPUs in 6 machines, long jobs may hold half (24 GPUs, 3 machines): 16 held, on two
+    machines. "first" (6) is let in (22), but the only machine with room for it is the one kept for
+    "big", first in line; it does not start, and "second" (4), behind it in line, may not take
+    the share before it: 22 + 4 > 24."""
     running = [
-        Running("days", 6, NOW - 10, 4 * DAY, (0,), 2 * DAY),  # long: holds 6 of the share
-        Running("hour", 2, NOW - 10, 3600, (1,), 3600),  # ends first: "big" gets machine 1
-        Running("hours", 8, NOW - 10, 10 * 3600, (2,), 10 * 3600),
+        Running("days", 16, NOW - 10, 4 * DAY, (0, 1), 2 * DAY),  # long: holds 16 of the share
+        Running("hour", 2, NOW - 10, 3600, (2,), 3600),  # ends first: "big" gets machine 2
+        *(Running(f"hours{m}", 8, NOW - 10, 10 * 3600, (m,), 10 * 3600) for m in (3, 4, 5)),
     ]
-    snap = snapshot([2, 6, 0], running)
-    snap.long_share = 0.45
+    snap = snapshot([0, 0, 6, 0, 0, 0], running)
+    snap.long_share = 0.5
     big = pending("big", 8, max_runtime=3600, deadline=NOW + 7200)
-    first = pending("first", 4, max_runtime=2 * DAY, deadline=NOW + 5 * DAY)
-    second = pending("second", 2, max_runtime=2 * DAY, deadline=NOW + 6 * DAY)
+    first = pending("first", 6, max_runtime=2 * DAY, deadline=NOW + 5 * DAY)
+    second = pending("second", 4, max_runtime=2 * DAY, deadline=NOW + 6 * DAY)
     decision = decide("e31", [big, first, second], snap)
     assert decision.start == [] and decision.expire == []
     assert "when big, first in line, is due to start" in decision.held_back["first"]
     said = decision.held_back["second"]
-    assert "already hold 6 GPUs and 4 more are kept for such jobs ahead of it in line, and such jobs" in said
-    assert "may hold at most 45% of the GPUs (10)" in said
-    assert decide("e31", [big, second], snap).start == ["second"]  # 6 + 2: on machine 0, beside "days"
+    assert "already hold 16 GPUs and 6 more are kept for such jobs ahead of it in line, and such jobs" in said
+    assert "may hold at most 50% of the GPUs (24)" in said
+    alone = decide("e31", [big, second], snap)  # 16 + 4 <= 24: only the reservation holds it back
+    assert "when big, first in line, is due to start" in alone.held_back["second"]
+
+
+def test_long_jobs_go_beside_each_other_and_leave_the_other_machines_to_turn_whole():
+    """40 GPUs in 5 machines; long jobs may run on 60% of them (3). A long job goes beside the
+    long jobs already running, not on the fullest machine; a short one on the fullest. When
+    the machines long jobs run on have no room, one more waits while it can, though long jobs
+    hold 3 of the 24 GPUs of their share: the two machines left turn whole for jobs that need
+    them. A job bigger than a machine takes whole ones and counts them all."""
+    beside = [
+        Running("days", 2, NOW - 10, 4 * DAY, (0,), 2 * DAY),  # long, on machine 0 (6 free)
+        Running("hour", 5, NOW - 10, 3600, (1,), 3600),  # short, on machine 1 (3 free): fuller
+    ]
+    long_job = pending("long", 2, max_runtime=2 * DAY, deadline=NOW + 5 * DAY)
+    short = pending("short", 2, max_runtime=3600, deadline=NOW + 5 * DAY)
+    decision = decide("e31", [long_job, short], snapshot([6, 3, 8, 8, 8], beside))
+    assert decision.placement == {"long": (0,), "short": (1,)}
+
+    full = [Running(f"days{m}", 1, NOW - 10, 4 * DAY, (m,), 2 * DAY) for m in range(3)]
+    full += [Running(f"hours{m}", 7, NOW - 10, 10 * 3600, (m,), 10 * 3600) for m in range(3)]
+    snap = snapshot([0, 0, 0, 8, 8], full)
+    decision = decide("e31", [long_job, short], snap)
+    assert decision.start == ["short"] and list(decision.held_back) == ["long"]
+    said = decision.held_back["long"]
+    assert "already run on 3 machines, none with room for it beside them" in said
+    assert "and such jobs may run on at most 60% of the machines (3)" in said
+    assert said.endswith("starts when one of them ends, or as its deadline draws near")
+    soon = pending("soon", 2, max_runtime=2 * DAY, deadline=NOW + 2 * DAY + 3600)  # cannot afford to wait
+    assert decide("e31", [soon], snap).start == ["soon"]
+
+    two_machines = pending("two", 16, max_runtime=2 * DAY, deadline=NOW + 5 * DAY)  # 2 + 2 machines > 3
+    on_two = snapshot([0, 0, 8, 8, 8], full[:2] + full[3:5])
+    assert decide("e31", [two_machines], on_two).start == []
+    assert decide("e31", [replace(two_machines, gpus=8)], on_two).start == ["two"]  # 2 + 1 <= 3
 
 
 def test_a_large_long_job_waits_for_its_turn_in_the_share_whatever_its_deadline_and_counts_in_it_once_running():

@@ -1,9 +1,10 @@
 """``e31``, the default policy, pure, on ``policy.py``'s walk: earliest deadline first (by the
 hour; within it, the fewest expected GPU-hours first) with EASY backfill; run times learned
 from finished jobs decide when a waiting job expires (more likely than not to miss); a lane of
-GPUs long jobs that can wait leave free for short and urgent ones; a share of the GPUs for jobs
-that run for days; a fair-share nudge (``e31_priority``, ``e31_lane``, ``LongJobs``,
-``e31_walk``). ``e31_preempt.py`` builds ``e31-preempt`` on it.
+GPUs long jobs that can wait leave free for short and urgent ones; a share of the GPUs and of
+the machines for jobs that run for days, which go beside each other; a fair-share nudge
+(``e31_priority``, ``e31_lane``, ``LongJobs``, ``e31_walk``). ``e31_preempt.py`` builds
+``e31-preempt`` on it.
 """
 
 from __future__ import annotations
@@ -39,7 +40,8 @@ E31_SAME_DUE_S = 3600.0
 E31_SAME_DUE_WITHIN_S = 86400.0
 E31_GIVE_UP = 0.5  # a waiting job expires when it would miss even if it took this quantile of run time
 E31_LONG_S = 24 * 3600.0  # a job expected to hold its GPUs longer than this is long
-E31_LONG_SHARE = 0.6  # long jobs that can wait start only while long jobs hold at most this share of the GPUs
+# Long jobs that can wait start only while long jobs hold at most this share of the GPUs, and of the machines.
+E31_LONG_SHARE = 0.6
 # A long job waits for room in the share only while it would still make its deadline if it ran
 # as long as this share of its team's jobs (the q-quantile of its run time): waiting for its turn
 # must not make it likely to be late.
@@ -131,10 +133,15 @@ def e31_walk(ordered: Sequence[Pending], snap: Snapshot, *, takes_back: bool = F
     - Long jobs (expected over E31_LONG_S) start only while long jobs hold at most
       E31_LONG_SHARE of the GPUs (``LongJobs``; the queue's ``long_jobs_share``): the rest turn
       over within a day, so a burst finds GPUs freeing every hour instead of a cluster given to
-      jobs that end next week. A long job waits for its turn in the share (when the running
-      long jobs are expected to have left room for it and for those ahead of it in line) only
-      while it can afford to: it would still make its deadline after that wait, taking as long
-      as E31_LONG_SURE of its team's jobs; else it starts where the GPUs are. A job bigger
+      jobs that end next week. Long jobs also go beside each other: on a machine long jobs
+      already run on when one has room, on another only while they run on at most
+      E31_LONG_SHARE of the machines. The other machines run only jobs that end within a day,
+      so some turn whole every night for the jobs that need whole machines, where long jobs
+      spread one or two to a machine would leave none (RESULTS.md, stop 69). A long job waits
+      for its turn in the share (when the running long jobs are expected to have left room for
+      it and for those ahead of it in line) only while it can afford to: it would still make
+      its deadline after that wait, taking as long as E31_LONG_SURE of its team's jobs; else it
+      starts where the GPUs are. A job bigger
       than a machine waits for its turn whatever its deadline: past the share, it would hold
       whole machines for days that nothing can take back, the GPUs the large jobs that come
       later need free together (RESULTS.md, stop 64). Unless something can: where the policy
@@ -160,8 +167,8 @@ def e31_walk(ordered: Sequence[Pending], snap: Snapshot, *, takes_back: bool = F
     def held_back(job: Pending, cluster: Cluster) -> str:
         expected = expected_runtime(job, snap)
         is_long = expected > E31_LONG_S
-        if is_long and not long_jobs.admit(job.gpus) and long_jobs.waits_for_turn(job):
-            return long_jobs.reason(job, expected)
+        if is_long and not long_jobs.admit(job, cluster) and long_jobs.waits_for_turn(job):
+            return long_jobs.reason(job, expected, cluster)
         if not _leaves_lane(job, expected, cluster, lane, now):
             return (
                 f"the last {lane} GPUs are kept for short and urgent jobs, and it is "
@@ -177,11 +184,13 @@ def e31_walk(ordered: Sequence[Pending], snap: Snapshot, *, takes_back: bool = F
         judged_by = LEARNED_FROM_TEAM if job.estimate else LEARNED_FROM_UNDECLARED
         return late(job, now, expected_runtime(job, snap, E31_GIVE_UP), judged_by)
 
-    return walk(ordered, snap, hopeless=hopeless, held_back=held_back, started=long_jobs.started)
+    return walk(
+        ordered, snap, hopeless=hopeless, held_back=held_back, started=long_jobs.started, avoid=long_jobs.elsewhere
+    )
 
 
 class LongJobs:
-    """The GPUs long jobs (expected over E31_LONG_S) hold during a pass, and
+    """The GPUs and machines long jobs (expected over E31_LONG_S) hold during a pass, and
     the most they may hold while they can wait. The share goes in line order: a long job let in
     keeps its part for the rest of the pass even when it finds no place yet (the only GPUs for
     it are those the reservation will need), so a long job behind it in line cannot take the
@@ -193,6 +202,7 @@ class LongJobs:
         self.takes_back = takes_back  # the policy may suspend a job that keeps checkpoints
         self.share = E31_LONG_SHARE if snap.long_share is None else snap.long_share
         self.limit = self.share * snap.cluster.gpus
+        self.machine_limit = self.share * len(snap.cluster.sizes)
         self._waiting: dict[str, int] = {}  # long jobs let in this pass that found no place yet: their GPUs
         self.ahead = 0  # GPUs of the long jobs this pass held back for the share, waiting their turn
 
@@ -215,6 +225,15 @@ class LongJobs:
         return sum(r.gpus for r in self.running)
 
     @cached_property
+    def machines(self) -> set[int]:
+        """The machines long jobs run on, those started this pass included."""
+        return {m for r in self.running for m in r.machines}
+
+    @cached_property
+    def _every_machine(self) -> frozenset[int]:
+        return frozenset(range(len(self.snap.cluster.sizes)))
+
+    @cached_property
     def _ends(self) -> tuple[list[float], list[int]]:
         """When the long jobs running are expected to end (``expected_end``; by their limit when
         nothing says), soonest first, and the GPUs freed by each."""
@@ -235,8 +254,9 @@ class LongJobs:
     def waits_for_room(self, job: Pending) -> bool:
         """Whether a long job that finds the share full may wait for its turn in it: it would
         still make its deadline (or has none) after the wait for room for it and for the long
-        jobs held back ahead of it, taking as long as E31_LONG_SURE of its team's jobs. One that
-        waits is counted ahead of the rest of the line."""
+        jobs held back ahead of it, taking as long as E31_LONG_SURE of its team's jobs (where the
+        machines are full and not the GPUs: until the first long job ends). One that waits is
+        counted ahead of the rest of the line."""
         need = self.held + self.kept + self.ahead + job.gpus - self.limit
         ends, freed = self._ends
         enough = bisect.bisect_left(freed, need)  # the first end by which enough GPUs are freed
@@ -246,12 +266,40 @@ class LongJobs:
         self.ahead += job.gpus
         return True
 
-    def admit(self, gpus: int) -> bool:
-        """Whether a long job of ``gpus`` may start; the first always may, however many it asks
-        for, so a small cluster still runs its long jobs one by one. Without short jobs in the
-        last day there is nothing to turn the GPUs over for, so any may."""
+    def admit(self, job: Pending, cluster: Cluster) -> bool:
+        """Whether a long job may start: within the share of the GPUs (``_within_gpus``) and of the
+        machines (``_within_machines``). Without short jobs in the last day there is nothing to
+        turn the GPUs over for, so any may."""
+        if not self._short_jobs_lately:
+            return True
+        return self._within_gpus(job.gpus) and self._within_machines(job, cluster)
+
+    def _within_gpus(self, gpus: int) -> bool:
+        """The first long job always may start, however many GPUs it asks for, so a small
+        cluster still runs its long jobs one by one; the others while long jobs hold at most the
+        share of the GPUs."""
         taken = self.held + self.kept
-        return taken == 0 or taken + gpus <= self.limit or not self._short_jobs_lately
+        return taken == 0 or taken + gpus <= self.limit
+
+    def _within_machines(self, job: Pending, cluster: Cluster) -> bool:
+        """Where it fits on a machine long jobs already run on, it goes there (``elsewhere``) and
+        adds none; else long jobs run on at most the share of the machines, counting those it
+        would add. The first always may. On one machine (the live queue) a long job that fits
+        always fits beside the others, so only the GPUs' share holds there."""
+        if not self.machines or self._fits_beside(job, cluster):
+            return True
+        return len(self.machines) + cluster.machines_for(job.gpus) <= self.machine_limit
+
+    def _fits_beside(self, job: Pending, cluster: Cluster) -> bool:
+        return job.gpus <= cluster.machine_gpus and any(cluster.free[m] >= job.gpus for m in self.machines)
+
+    def elsewhere(self, job: Pending) -> frozenset[int]:
+        """The machines a long job let in goes on only when no machine long jobs run on has room
+        for it: those they do not run on. Nothing for other jobs, and for a job bigger than a
+        machine, which takes whole ones."""
+        if job.id not in self._waiting or job.gpus > self.snap.cluster.machine_gpus:
+            return frozenset()
+        return self._every_machine - self.machines
 
     @property
     def _short_jobs_lately(self) -> bool:
@@ -265,13 +313,13 @@ class LongJobs:
     def let_in(self, job: Pending) -> None:
         self._waiting[job.id] = job.gpus
 
-    def started(self, job: Pending) -> None:
-        """Told of every job the walk starts: a long job let in now holds its GPUs."""
+    def started(self, job: Pending, machines: tuple[int, ...]) -> None:
+        """Told of every job the walk starts: a long job let in now holds its GPUs on its machines."""
         if job.id in self._waiting:
             self.held += self._waiting.pop(job.id)
+            self.machines.update(machines)
 
-    def reason(self, job: Pending, expected: float) -> str:
-        share = f"{self.share:.0%} of the GPUs ({math.floor(self.limit)})"  # a job holds whole GPUs
+    def reason(self, job: Pending, expected: float, cluster: Cluster) -> str:
         until = "one of them ends"
         quiet = self.snap.demand.quiet_from() if self.snap.demand is not None else None
         if quiet is not None:
@@ -281,11 +329,22 @@ class LongJobs:
             until += ", whatever its deadline, as it would take whole machines for days"
         elif job.deadline is not None:
             until += ", or as its deadline draws near"
-        kept = f" and {self.kept} more are kept for such jobs ahead of it in line" if self.kept else ""
         return (
-            f"jobs expected to run over {E31_LONG_S / 3600:.0f} h already hold {self.held} GPUs{kept}, "
-            f"and such jobs may hold at most {share} while they can wait and short jobs keep coming; "
+            f"jobs expected to run over {E31_LONG_S / 3600:.0f} h already {self._full(job, cluster)} "
+            f"while they can wait and short jobs keep coming; "
             f"it is expected to run {expected / 3600:.1f} h and starts when {until}"
+        )
+
+    def _full(self, job: Pending, cluster: Cluster) -> str:
+        """What of the share long jobs already take: its GPUs, or its machines."""
+        if not self._within_gpus(job.gpus):
+            kept = f" and {self.kept} more are kept for such jobs ahead of it in line" if self.kept else ""
+            share = f"{self.share:.0%} of the GPUs ({math.floor(self.limit)})"  # a job holds whole GPUs
+            return f"hold {self.held} GPUs{kept}, and such jobs may hold at most {share}"
+        machines = f"{self.share:.0%} of the machines ({math.floor(self.machine_limit)})"
+        return (
+            f"run on {len(self.machines)} machines, none with room for it beside them, "
+            f"and such jobs may run on at most {machines}"
         )
 
 

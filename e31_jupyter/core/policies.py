@@ -12,8 +12,9 @@
   deadline windows; for a job that declared none, what such jobs took) decide when a job
   expires (more likely than not to miss); a lane of GPUs that long jobs which can wait leave
   free, whatever their size, as many as short jobs that could not wait needed in this hour or
-  the last (none where deadlines leave hours); at most a share of the GPUs for jobs that run for
-  days, whatever their size, while they can wait and such short jobs came in the last day; a
+  the last (none where deadlines leave hours); at most a share of the GPUs, and of the machines
+  (long jobs go beside each other), for jobs that run for days, whatever their size, while they
+  can wait and such short jobs came in the last day; a
   fair-share nudge. See ``e31_priority``, ``e31_lane``, ``LongJobs`` and ``e31_walk``.
 - ``e31-preempt``: ``e31`` in plain deadline order, and a job that will miss its deadline unless
   it is given room may have running jobs that keep checkpoints suspended for it, when they can

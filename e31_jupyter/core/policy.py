@@ -231,7 +231,8 @@ def walk(
     hopeless: Callable[[Pending], str] = lambda job: "",
     drop_first: bool = False,
     held_back: Callable[[Pending, Cluster], str] | None = None,
-    started: Callable[[Pending], None] | None = None,
+    started: Callable[[Pending, tuple[int, ...]], None] | None = None,
+    avoid: Callable[[Pending], frozenset[int]] | None = None,
 ) -> Decision:
     """Start jobs in order while they fit.
 
@@ -247,7 +248,8 @@ def walk(
     ``held_back`` may keep a job that fits from starting, by giving the reason (no reservation is
     made for it). Every job that waits though there are
     GPUs for it gets the reason in ``Decision.held_back``: the policy's, or the reservation's.
-    ``started`` is told of each job that starts, once it has its GPUs.
+    ``started`` is told of each job that starts and the machines it got. ``avoid`` names the
+    machines a job goes on only when no other has room for it (a policy's wish for where it goes).
 
     With ``Snapshot.max_gpus_per_owner``, a job whose owner's jobs already hold so many GPUs that
     it would take them past the cap waits, whatever the policy, and makes no reservation: the
@@ -285,7 +287,7 @@ def walk(
             elif held_back is not None and (why := held_back(job, cluster)):
                 decision.held_back[job.id] = why
             else:
-                machines = _place(job, cluster, reserved if beside else None)
+                machines = _place(job, cluster, reserved if beside else None, avoid(job) if avoid else frozenset())
                 if machines is None:  # no place beside the reservation
                     assert reserved is not None  # a job that fits always has a place without one
                     no_room[1] = min(no_room[1], job.gpus)
@@ -301,7 +303,7 @@ def walk(
             if cap is not None:
                 cap.took(job)
             if started is not None:
-                started(job)
+                started(job, machines)
             continue
         reason = reason or ("" if job.suspended_by_queue else hopeless(job))
         if reason:
@@ -343,13 +345,13 @@ class OwnerCap:
         self.held[job.owner] = self.held.get(job.owner, 0) + job.gpus
 
 
-def _place(job: Pending, cluster: Cluster, beside: Reservation | None) -> tuple[int, ...] | None:
-    """Place ``job`` anywhere; or, when it would still run at a reservation's start, only where
-    it cannot delay the reserved job."""
+def _place(job: Pending, cluster: Cluster, beside: Reservation | None, avoid: frozenset[int]) -> tuple[int, ...] | None:
+    """Place ``job`` anywhere, on the machines in ``avoid`` only when no other has room; or, when
+    it would still run at a reservation's start, only where it cannot delay the reserved job."""
     if job.gpus <= 0:
         return ()
     if beside is None:
-        return cluster.place(job.gpus)
+        return cluster.place(job.gpus, avoid=avoid)
     return cluster.place(job.gpus, avoid=beside.machines, strict=True) or _use_spare(job, cluster, beside)
 
 

@@ -130,9 +130,9 @@ class E31(Configurable):
 
     long_jobs_share = Float(
         E31_LONG_SHARE,
-        help="With the e31 policy: the most of the GPUs that jobs expected to run over a day may "
-        "hold while their deadline lets them wait and short jobs keep coming (0-1), so the rest "
-        "turn over within a day for work that comes later; while none runs, one may start "
+        help="With the e31 policy: the most of the GPUs, and of the machines, that jobs expected to "
+        "run over a day may hold while their deadline lets them wait and short jobs keep coming "
+        "(0-1), so the rest turn over within a day for work that comes later; while none runs, one may start "
         "whatever its size, and while no short job came for a day, any may. 1: no limit.",
     ).tag(config=True)
 
