@@ -582,6 +582,13 @@ def test_long_jobs_go_beside_each_other_and_leave_the_other_machines_to_turn_who
     soon = pending("soon", 2, max_runtime=2 * DAY, deadline=NOW + 2 * DAY + 3600)  # cannot afford to wait
     assert decide("e31", [soon], snap).start == ["soon"]
 
+    # Walked in this order: "long" finds no room beside the long jobs and waits; "soon" cannot,
+    # and takes a fourth machine; "later" then fits beside it, so it starts there.
+    later = replace(long_job, id="later")
+    decision = POLICIES["e31"].walk([long_job, soon, later], snap)
+    assert decision.start == ["soon", "later"] and list(decision.held_back) == ["long"]
+    assert decision.placement["later"] == decision.placement["soon"]
+
     two_machines = pending("two", 16, max_runtime=2 * DAY, deadline=NOW + 5 * DAY)  # 2 + 2 machines > 3
     on_two = snapshot([0, 0, 8, 8, 8], full[:2] + full[3:5])
     assert decide("e31", [two_machines], on_two).start == []
@@ -763,9 +770,11 @@ def test_the_runtime_model_learns_per_team_and_borrows_when_a_team_is_new():
 def test_the_runtime_model_answers_as_if_it_had_just_learned_everything():
     """It keeps what it works out between finished jobs: after each one, its answers for every
     team (one with its own samples, one that borrows everyone's, one about to have enough of its
-    own, one never seen) are those of a model that saw the same jobs and was never asked before."""
+    own, one never seen) are those of a model that saw the same jobs and was never asked before.
+    So are the answers for running jobs that keep a memo from ask to ask as they run on."""
     rng = random.Random(3)
     seen: list[tuple] = []
+    memos: dict[tuple, list] = {}
     kept = RuntimeModel(window=30, min_samples=5)
     asked = [(team, declared, window) for team in ("big", "small", "growing", "never") for declared, window in
              ((100.0, 150.0), (100.0, None), (300.0, 240.0), (0.0, None), (0.0, 150.0))]  # fmt: skip
@@ -781,7 +790,44 @@ def test_the_runtime_model_answers_as_if_it_had_just_learned_everything():
         for team, declared, window in asked:
             for q in (0.25, 0.5):
                 assert kept.runtime(team, declared, window, q) == fresh.runtime(team, declared, window, q), (i, team)
+            for ran in (i * 1.5, i * 0.5 + (i % 7) * 20):  # one that runs on steadily, one that jumps about
+                memo = memos.setdefault((team, declared, window, ran == i * 1.5), [])
+                so_far = kept.runtime_so_far(team, declared, ran, 0.5, memo)
+                assert so_far == fresh.runtime_so_far(team, declared, ran, 0.5), (i, team, declared, ran)
         assert [kept.ratio(t, 0.5) for t in ("small", None)] == [fresh.ratio(t, 0.5) for t in ("small", None)]
+
+
+def test_a_queued_job_keeps_its_expected_run_times_only_while_its_team_learns_nothing():
+    """A queued job keeps its expected run times from pass to pass; they are always those a new
+    copy of it would be given: after a job of its team ends, after anyone's ends where its team
+    borrows everyone's samples, not after another team's own, and under another model."""
+    runtimes = RuntimeModel(window=50, min_samples=5)
+    for _ in range(10):
+        runtimes.observe("own", 100.0, 50.0)
+    kept = {team: pending(team, max_runtime=1000.0, estimate=100.0, deadline=NOW + 5000, team=team)
+            for team in ("own", "borrows")}  # fmt: skip
+    asked = [0]
+
+    def same_as_a_new_copy(snap: Snapshot) -> list[float]:
+        answers = []
+        for job in kept.values():
+            for q in (0.5, 0.9):
+                answer = expected_runtime(job, snap, q)
+                assert answer == expected_runtime(replace(job), snap, q), (asked[0], job.team, q)
+                answers.append(answer)
+        asked[0] += 1
+        return answers
+
+    first = same_as_a_new_copy(snapshot([8], runtimes=runtimes))
+    assert first == same_as_a_new_copy(snapshot([8], runtimes=runtimes))  # nothing learned: the same
+    for _ in range(12):
+        runtimes.observe("other", 100.0, 90.0)  # another team's: the borrower's answers move, not "own"'s
+    moved = same_as_a_new_copy(snapshot([8], runtimes=runtimes))
+    assert moved[:2] == first[:2] and moved[2:] != first[2:]
+    for _ in range(5):
+        runtimes.observe("own", 100.0, 100.0)  # its own team's: its answers move
+    assert same_as_a_new_copy(snapshot([8], runtimes=runtimes))[:2] != first[:2]
+    same_as_a_new_copy(snapshot([8], runtimes=_learned_with_windows()))  # another model altogether
 
 
 def _learned_with_windows(spread_of_windows: float = 1.0, windows: bool = True) -> RuntimeModel:

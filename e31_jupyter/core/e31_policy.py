@@ -60,12 +60,14 @@ def expected_runtime(job: Pending, snap: Snapshot, q: float = 0.5) -> float:
     of actual / declared over its team's finished jobs whose ratio is consistent with the job's
     deadline window (``RuntimeModel.runtime``); one that declared nothing, by what finished jobs
     that declared nothing took. Never more than its limit; 0 when nothing says."""
-    if q != 0.5:
-        return _learned_runtime(job, snap, q)
-    median = snap._medians.get(job.id)
-    if median is None:
-        median = snap._medians[job.id] = _learned_runtime(job, snap, 0.5)
-    return median
+    token = snap.runtimes.answers_for(job.team)
+    if not job.memo or job.memo[0] is not token:
+        job.memo[:] = (token, {})
+    by_quantile = job.memo[1]
+    runtime = by_quantile.get(q)
+    if runtime is None:
+        runtime = by_quantile[q] = _learned_runtime(job, snap, q)
+    return runtime
 
 
 def _learned_runtime(job: Pending, snap: Snapshot, q: float) -> float:
@@ -205,6 +207,11 @@ class LongJobs:
         self.machine_limit = self.share * len(snap.cluster.sizes)
         self._waiting: dict[str, int] = {}  # long jobs let in this pass that found no place yet: their GPUs
         self.ahead = 0  # GPUs of the long jobs this pass held back for the share, waiting their turn
+        # The fewest GPUs no machine long jobs run on had free since the pass's last start: a job
+        # asking as many or more finds no room beside them either (``_fits_beside``).
+        self._no_room_beside = math.inf
+        self._untils: dict[tuple[bool, bool], str] = {}  # see reason
+        self._fulls: dict[tuple, str] = {}
 
     @cached_property
     def running(self) -> list[Running]:
@@ -291,7 +298,12 @@ class LongJobs:
         return len(self.machines) + cluster.machines_for(job.gpus) <= self.machine_limit
 
     def _fits_beside(self, job: Pending, cluster: Cluster) -> bool:
-        return job.gpus <= cluster.machine_gpus and any(cluster.free[m] >= job.gpus for m in self.machines)
+        if job.gpus >= self._no_room_beside or job.gpus > cluster.machine_gpus:
+            return False
+        if any(cluster.free[m] >= job.gpus for m in self.machines):
+            return True
+        self._no_room_beside = job.gpus
+        return False
 
     def elsewhere(self, job: Pending) -> frozenset[int]:
         """The machines a long job let in goes on only when no machine long jobs run on has room
@@ -315,29 +327,47 @@ class LongJobs:
 
     def started(self, job: Pending, machines: tuple[int, ...]) -> None:
         """Told of every job the walk starts: a long job let in now holds its GPUs on its machines."""
+        self._no_room_beside = math.inf  # the machines long jobs run on may have grown
         if job.id in self._waiting:
             self.held += self._waiting.pop(job.id)
             self.machines.update(machines)
 
     def reason(self, job: Pending, expected: float, cluster: Cluster) -> str:
-        until = "one of them ends"
-        quiet = self.snap.demand.quiet_from() if self.snap.demand is not None else None
-        if quiet is not None:
-            hours = (quiet - self.snap.now) / 3600
-            until += f", or a day after the last short job came (in {hours:.1f} h if no other comes)"
-        if self._always_waits(job):
-            until += ", whatever its deadline, as it would take whole machines for days"
-        elif job.deadline is not None:
-            until += ", or as its deadline draws near"
-        return (
-            f"jobs expected to run over {E31_LONG_S / 3600:.0f} h already {self._full(job, cluster)} "
-            f"while they can wait and short jobs keep coming; "
-            f"it is expected to run {expected / 3600:.1f} h and starts when {until}"
-        )
+        return f"{self._full(job, cluster)}; it is expected to run {expected / 3600:.1f} h and starts when {self._until(job)}"
+
+    def _until(self, job: Pending) -> str:
+        """When a long job held back for the share starts; worked out once per kind of job a pass
+        (a pass may say it of hundreds)."""
+        kind = (self._always_waits(job), job.deadline is not None)
+        until = self._untils.get(kind)
+        if until is None:
+            until = "one of them ends"
+            quiet = self.snap.demand.quiet_from() if self.snap.demand is not None else None
+            if quiet is not None:
+                hours = (quiet - self.snap.now) / 3600
+                until += f", or a day after the last short job came (in {hours:.1f} h if no other comes)"
+            if kind[0]:
+                until += ", whatever its deadline, as it would take whole machines for days"
+            elif kind[1]:
+                until += ", or as its deadline draws near"
+            self._untils[kind] = until
+        return until
 
     def _full(self, job: Pending, cluster: Cluster) -> str:
-        """What of the share long jobs already take: its GPUs, or its machines."""
-        if not self._within_gpus(job.gpus):
+        """What of the share long jobs already take, its GPUs or its machines; worked out once per
+        count of them a pass."""
+        gpus = not self._within_gpus(job.gpus)
+        kind = (gpus, self.held, self.kept) if gpus else (gpus, len(self.machines))
+        full = self._fulls.get(kind)
+        if full is None:
+            full = self._fulls[kind] = (
+                f"jobs expected to run over {E31_LONG_S / 3600:.0f} h already {self._taken(gpus)} "
+                f"while they can wait and short jobs keep coming"
+            )
+        return full
+
+    def _taken(self, gpus: bool) -> str:
+        if gpus:
             kept = f" and {self.kept} more are kept for such jobs ahead of it in line" if self.kept else ""
             share = f"{self.share:.0%} of the GPUs ({math.floor(self.limit)})"  # a job holds whole GPUs
             return f"hold {self.held} GPUs{kept}, and such jobs may hold at most {share}"

@@ -49,6 +49,10 @@ class Pending:
     # once it runs. Only a job bigger than a machine is judged by it (``LongJobs``): the live
     # queue, one machine, refuses such a job at submit and leaves it False; the simulator sets it.
     checkpoints: bool = False
+    # Its expected run times by quantile (e31's ``expected_runtime``), kept from pass to pass with
+    # the run-time model's token they hold for (``RuntimeModel.answers_for``): a pass asks of every
+    # queued job, and most passes see no job of its team end.
+    memo: list = field(default_factory=list, init=False, repr=False, compare=False)
 
 
 @dataclass(frozen=True)
@@ -71,6 +75,9 @@ class Running:
     resumed: bool = False
     # When it reaches its limit; kept, not worked out on each ask: a pass asks of every running job.
     ends_by: float = field(init=False, repr=False, compare=False)
+    # What its expected run time was worked out from, kept from pass to pass while it holds
+    # (``RuntimeModel.runtime_so_far``'s memo; ``expected_end``).
+    memo: list = field(default_factory=list, init=False, repr=False, compare=False)
 
     def __post_init__(self):
         object.__setattr__(self, "ends_by", self.started_at + self.max_runtime)
@@ -88,7 +95,8 @@ class Decision:
 @dataclass
 class Snapshot:
     """The world as a policy sees it at one moment. It keeps what it works out (each team's
-    share, each job's expected run time), so a new moment is a new snapshot (``replace``)."""
+    share, each running job's expected end), so a new moment is a new snapshot (``replace``).
+    What holds from moment to moment is kept on the jobs (``Pending.memo``, ``Running.memo``)."""
 
     now: float
     cluster: Cluster  # free GPUs per machine
@@ -110,8 +118,6 @@ class Snapshot:
     outside_use: str = ""
     # What a policy works out per team (per_team), once per snapshot: a pass asks for every queued job.
     _per_team: dict[tuple[Callable, str], float] = field(default_factory=dict, init=False, repr=False, compare=False)
-    # Each job's median expected run time, likewise: e31 asks for it up to three times a pass.
-    _medians: dict[str, float] = field(default_factory=dict, init=False, repr=False, compare=False)
     # Each running job's expected end (or limit), likewise: e31's long jobs' share and e31-preempt's forecast both ask.
     _ends: dict[str, float] = field(default_factory=dict, init=False, repr=False, compare=False)
 
@@ -139,7 +145,7 @@ class Snapshot:
 def expected_end(job: Running, snap: Snapshot) -> float | None:
     """When a running job is expected to end: never before now, never after its limit; None
     when nothing says (it declared nothing, and no finished job like it ran as long)."""
-    runtime = snap.runtimes.runtime_so_far(job.team, job.estimate, ran_so_far(job, snap.now), 0.5)
+    runtime = snap.runtimes.runtime_so_far(job.team, job.estimate, ran_so_far(job, snap.now), 0.5, job.memo)
     if runtime is None:
         if not job.estimate:
             return None

@@ -5,7 +5,8 @@ arrive, so nothing is learned from the future."""
 
 from __future__ import annotations
 
-from bisect import bisect_left, bisect_right
+import math
+from bisect import bisect_left, bisect_right, insort
 from collections import deque
 from collections.abc import Sequence
 from typing import Protocol
@@ -39,6 +40,9 @@ class RuntimeModel:
         self._cache: dict[str | None, tuple[list[float], tuple[float, float] | None]] = {}  # see _learned
         self._undeclared_cache: dict[str | None, list[float]] = {}  # sorted
         self._runtimes: dict[str | None, dict[tuple[float, float | None, float], float]] = {}  # see runtime
+        # The samples sorted, per (samples, team or None): a new list each time they change (``_ordered``).
+        self._sorted: dict[tuple[int, str | None], list[float]] = {}
+        self._tokens: dict[str | None, object] = {}  # see answers_for
 
     def observe(self, team: str, declared_s: float, actual_s: float, deadline_window_s: float | None = None) -> None:
         """One finished job: what it declared (0: nothing), what it took, and (optional) how long
@@ -46,16 +50,36 @@ class RuntimeModel:
         declared = self._add(self._declared, team, declared_s, actual_s)
         windowed = self._add(self._windows, team, deadline_window_s or 0.0, actual_s)
         if declared or windowed:
-            self._forget(team, (self._cache, self._runtimes), (self._declared, self._windows))
+            self._forget(team, (self._cache, self._runtimes, self._tokens), (self._declared, self._windows))
         if declared_s <= 0:
             self._add(self._undeclared, team, 1.0, actual_s)
-            self._forget(team, (self._undeclared_cache,), (self._undeclared,))
+            self._forget(team, (self._undeclared_cache, self._tokens), (self._undeclared,))
+
+    def answers_for(self, team: str) -> object:
+        """An object that stays the same while the model's answers for ``team`` cannot change, and
+        is a new one once they may (a job of the team's finished, or anyone's where the team
+        borrows everyone's samples): a caller may keep an answer beside it, and trust the answer
+        while ``answers_for`` still gives the same object."""
+        token = self._tokens.get(team)
+        if token is None:
+            token = self._tokens[team] = object()
+        return token
 
     def _add(self, samples: dict[str | None, deque[float]], team: str, base_s: float, actual_s: float) -> bool:
         if base_s <= 0:
             return False
+        value = actual_s / base_s
         for key in (team, None):
-            samples.setdefault(key, deque(maxlen=self.window)).append(actual_s / base_s)
+            latest = samples.setdefault(key, deque(maxlen=self.window))
+            dropped = latest[0] if len(latest) == latest.maxlen else None
+            latest.append(value)
+            ordered = self._sorted.get((id(samples), key))
+            if ordered is not None:  # kept sorted as it changes, in a new list: one handed out stays as it was
+                ordered = list(ordered)
+                if dropped is not None:
+                    del ordered[bisect_left(ordered, dropped)]
+                insort(ordered, value)
+                self._sorted[(id(samples), key)] = ordered
         return True
 
     def _forget(self, team: str, caches: Sequence[dict], sources: Sequence[dict[str | None, deque[float]]]) -> None:
@@ -107,25 +131,43 @@ class RuntimeModel:
                 return declared_s * ratios[min(hi - 1, lo + int(q * (hi - lo)))]
         return declared_s * quantile(ratios, q)
 
-    def runtime_so_far(self, team: str, declared_s: float, elapsed_s: float, q: float) -> float | None:
+    def runtime_so_far(
+        self, team: str, declared_s: float, elapsed_s: float, q: float, memo: list | None = None
+    ) -> float | None:
         """The q-quantile of a running job's whole run time, given that it has run ``elapsed_s``:
         ``declared_s`` x the q-quantile of the team's ratios above the share of it already run (a
         job that has run long is likely one of the long ones); what it declared while nothing is
         learned. None once it has outrun all of them: it may run to its limit. A job that declared
         nothing (``declared_s`` 0) goes by the run times of finished jobs that declared nothing
-        either, the same way; None while there are none longer than it has run."""
-        if declared_s <= 0:
-            return _above(self._undeclared_durations(team), elapsed_s, q)
-        ratios, _ = self._learned(team)
-        if not ratios:
-            return declared_s if elapsed_s < declared_s else None
-        ratio = _above(ratios, elapsed_s / declared_s, q)
-        return None if ratio is None else declared_s * ratio
+        either, the same way; None while there are none longer than it has run.
+
+        ``memo``: a list the caller keeps for one job (empty at first). The answer is kept in it
+        with ``answers_for``'s token and how far the job may run before it changes, so asking
+        again as the job runs, while its team learned nothing new, is a lookup: a pass asks of
+        every running job, and most passes see no job of its team end."""
+        declared = declared_s > 0
+        floor = elapsed_s / declared_s if declared else elapsed_s
+        token = self.answers_for(team)
+        if memo and memo[0] is token and memo[1] == q and memo[2] <= floor < memo[3]:
+            found = memo[4]
+        else:
+            if declared:
+                ordered = self._learned(team)[0]
+                if not ordered:
+                    return declared_s if elapsed_s < declared_s else None
+            else:
+                ordered = self._undeclared_durations(team)
+            found, lo, hi = _above(ordered, floor, q)
+            if memo is not None:
+                memo[:] = (token, q, lo, hi, found)
+        if found is None or not declared:
+            return found  # a run time itself, for a job that declared none
+        return declared_s * found
 
     def _undeclared_durations(self, team: str) -> list[float]:
         durations = self._undeclared_cache.get(team)
         if durations is None:
-            durations = self._undeclared_cache[team] = sorted(self._own_or_everyones(self._undeclared, team))
+            durations = self._undeclared_cache[team] = self._ordered(self._undeclared, team)
         return durations
 
     def _learned(self, team: str | None) -> tuple[list[float], tuple[float, float] | None]:
@@ -134,14 +176,19 @@ class RuntimeModel:
         next observe."""
         learned = self._cache.get(team)
         if learned is None:
-            windows = self._own_or_everyones(self._windows, team)
-            bounds = (min(windows), max(windows)) if windows else None
-            learned = self._cache[team] = (sorted(self._own_or_everyones(self._declared, team)), bounds)
+            windows = self._ordered(self._windows, team)
+            bounds = (windows[0], windows[-1]) if windows else None
+            learned = self._cache[team] = (self._ordered(self._declared, team), bounds)
         return learned
 
-    def _own_or_everyones(self, samples: dict[str | None, deque[float]], team: str | None) -> Sequence[float]:
-        own = samples.get(team, ())
-        return own if len(own) >= self.min_samples else samples.get(None, ())
+    def _ordered(self, samples: dict[str | None, deque[float]], team: str | None) -> list[float]:
+        """The samples the team's figures come from, sorted: its own, or everyone's while it has
+        fewer than ``min_samples``. Sorted once per change, however many teams borrow them."""
+        key = team if len(samples.get(team, ())) >= self.min_samples else None
+        ordered = self._sorted.get((id(samples), key))
+        if ordered is None:
+            ordered = self._sorted[(id(samples), key)] = sorted(samples.get(key, ()))
+        return ordered
 
 
 class Demand(Protocol):
@@ -209,10 +256,14 @@ class UrgentDemand:
         return quiet is not None and now < quiet
 
 
-def _above(ordered: Sequence[float], floor: float, q: float) -> float | None:
-    """The q-quantile of the sorted values above ``floor``; None when none is."""
+def _above(ordered: Sequence[float], floor: float, q: float) -> tuple[float | None, float, float]:
+    """The q-quantile of the sorted values above ``floor`` (None when none is), and the range of
+    floors that give the same answer (at least the first, below the second)."""
     first = bisect_right(ordered, floor)
-    return None if first == len(ordered) else ordered[first + int(q * (len(ordered) - first))]
+    lo = ordered[first - 1] if first else -math.inf
+    if first == len(ordered):
+        return None, lo, math.inf
+    return ordered[first + int(q * (len(ordered) - first))], lo, ordered[first]
 
 
 def quantile(ordered: Sequence[float], q: float) -> float:
