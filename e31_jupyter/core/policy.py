@@ -353,7 +353,8 @@ class OwnerCap:
 
 def _place(job: Pending, cluster: Cluster, beside: Reservation | None, avoid: frozenset[int]) -> tuple[int, ...] | None:
     """Place ``job`` anywhere, on the machines in ``avoid`` only when no other has room; or, when
-    it would still run at a reservation's start, only where it cannot delay the reserved job."""
+    it would still run at a reservation's start, only where it cannot delay the reserved job
+    (there the reservation decides, and ``avoid`` is not asked)."""
     if job.gpus <= 0:
         return ()
     if beside is None:
