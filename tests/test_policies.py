@@ -7,10 +7,10 @@ from dataclasses import replace
 
 import pytest
 
-from e31_jupyter.core.e31_policy import E31_LONG_SHARE, e31_lane, expected_runtime
+from e31_jupyter.core.e31_policy import E31_LONG_SHARE, E31_LONG_SURE, LongJobs, e31_lane, expected_runtime
 from e31_jupyter.core.machines import Cluster
 from e31_jupyter.core.policies import POLICIES
-from e31_jupyter.core.policy import Pending, Policy, Running, Snapshot, expected_end
+from e31_jupyter.core.policy import Pending, Policy, Running, Snapshot, expected_end, expected_end_or_limit
 from e31_jupyter.core.runtimes import RuntimeModel, UrgentDemand
 from e31_jupyter.core.simulator import TraceJob, simulate
 
@@ -664,6 +664,43 @@ def test_a_long_job_waits_for_the_share_only_while_it_would_make_its_deadline_ta
         uneven.observe("t", 2 * DAY, 4 * DAY if i % 4 == 0 else 2 * DAY)  # one in four take twice as long
     assert decide("e31", [job], snapshot([0, 0, 0, 8, 8], running, runtimes=steady)).start == []
     assert decide("e31", [job], snapshot([0, 0, 0, 8, 8], running, runtimes=uneven)).start == ["job"]
+
+
+def test_a_long_job_waits_for_room_by_the_expected_ends_where_the_limits_settle_it_too():
+    """Whether a long job may wait for room in the share is first asked of the running long jobs'
+    limits, the longest wait there can be, and only then of their expected ends. The answer is
+    always that of the expected ends: on 300 drawn cases, some settled by the limits, some not."""
+    rng = random.Random(5)
+    runtimes = RuntimeModel(window=50, min_samples=5)
+    for _ in range(30):
+        runtimes.observe("t", 2 * DAY, rng.uniform(0.6, 1.0) * 2 * DAY)
+    settled = not_settled = 0  # cases the limits settle, and cases only the expected ends do
+    for case in range(300):
+        running = [
+            Running(f"r{m}", 8, NOW - rng.uniform(0, DAY), rng.uniform(2, 5) * DAY, (m,), 2 * DAY, "t")
+            for m in range(rng.randint(1, 4))
+        ]
+        snap = snapshot([0] * len(running) + [8] * (5 - len(running)), running, runtimes=runtimes)
+        job = pending("job", 8, max_runtime=2 * DAY, deadline=NOW + rng.uniform(2, 7) * DAY, team="t")
+        need = sum(r.gpus for r in running) + job.gpus - E31_LONG_SHARE * 40
+        slack = job.deadline - expected_runtime(job, snap, E31_LONG_SURE) - NOW
+        by_limits = _room_comes_in_time([max(NOW, r.ends_by) for r in running], need, slack)
+        by_expected = _room_comes_in_time([expected_end_or_limit(r, snap) for r in running], need, slack)
+        assert LongJobs(snap).waits_for_room(job) == by_expected, case
+        assert by_expected or not by_limits, case  # the limits never say it may wait when it may not
+        settled += by_limits
+        not_settled += by_expected and not by_limits
+    assert settled > 20 and not_settled > 20
+
+
+def _room_comes_in_time(ends: list[float], need: float, slack: float) -> bool:
+    """Whether jobs of 8 GPUs ending at ``ends`` free ``need`` GPUs within ``slack`` from now."""
+    freed = 0
+    for end in sorted(ends):
+        freed += 8
+        if freed >= need:
+            return slack > end - NOW
+    return False
 
 
 def test_the_first_long_job_starts_however_much_of_a_small_cluster_it_takes():

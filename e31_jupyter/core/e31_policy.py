@@ -246,6 +246,14 @@ class LongJobs:
         nothing says), soonest first, and the GPUs freed by each."""
         return freeing_curve((expected_end_or_limit(r, self.snap), r.gpus) for r in self.running)
 
+    @cached_property
+    def _limits(self) -> tuple[list[float], list[int]]:
+        """As ``_ends``, each long job running by its limit (which may be past): none is expected
+        to end later, so a wait for room by these is never shorter than by ``_ends``, and is
+        found without working out any expected end."""
+        by_limit = sorted(self.running, key=operator.attrgetter("ends_by"))
+        return [r.ends_by for r in by_limit], list(itertools.accumulate(r.gpus for r in by_limit))
+
     def waits_for_turn(self, job: Pending) -> bool:
         """Whether a long job that finds the share full waits for its turn in it: one bigger than a
         machine always, whatever its deadline, as it would take whole machines for days, the
@@ -265,10 +273,13 @@ class LongJobs:
         machines are full and not the GPUs: until the first long job ends). One that waits is
         counted ahead of the rest of the line."""
         need = self.held + self.kept + self.ahead + job.gpus - self.limit
-        ends, freed = self._ends
-        enough = bisect.bisect_left(freed, need)  # the first end by which enough GPUs are freed
-        wait = ends[enough] - self.snap.now if enough < len(ends) else math.inf
-        if not _can_wait(job, expected_runtime(job, self.snap, E31_LONG_SURE), self.snap.now, wait):
+        sure, now = expected_runtime(job, self.snap, E31_LONG_SURE), self.snap.now
+        # The wait by the limits is the longer: when the job can afford even that, the expected
+        # ends need not be worked out (most long jobs asked in a replay can).
+        if not (
+            _can_wait(job, sure, now, _wait(self._limits, need, now))
+            or _can_wait(job, sure, now, _wait(self._ends, need, now))
+        ):
             return False
         self.ahead += job.gpus
         return True
@@ -382,6 +393,13 @@ def freeing_curve(ends: Iterable[tuple[float, int]]) -> tuple[list[float], list[
     """(end, GPUs) pairs -> the ends, soonest first, and the GPUs freed by each."""
     ordered = sorted(ends, key=operator.itemgetter(0))  # by end alone: faster than by the pairs, same curve
     return [end for end, _ in ordered], list(itertools.accumulate(gpus for _, gpus in ordered))
+
+
+def _wait(curve: tuple[list[float], list[int]], gpus: float, now: float) -> float:
+    """How long from ``now`` until a freeing curve has freed ``gpus`` GPUs (forever if it never does)."""
+    ends, freed = curve
+    enough = bisect.bisect_left(freed, gpus)  # the first end by which enough GPUs are freed
+    return max(0.0, ends[enough] - now) if enough < len(ends) else math.inf
 
 
 def _leaves_lane(job: Pending, expected: float, cluster: Cluster, lane: int, now: float) -> bool:
