@@ -150,6 +150,32 @@ def run_cell(page, index: int) -> None:
     page.keyboard.press("Shift+Enter")
 
 
+def reload_until_live(page, idle, widget, name: str) -> None:
+    """Reload the page and wait for ``widget`` to be live again; once more if ipywidgets says
+    "model not found".
+
+    ipywidgets' renderer (jupyterlab_widgets 3.0) shows that text for good when it renders a view
+    after the widget manager says it has restored from the kernel but before the model is in its
+    registry; it never renders that output again. Seen once in 40-odd CI runs (2026-12-06), never
+    on this machine in 30 runs under load. A user reloads; so does the test, keeping a screenshot
+    and the browser's console of the first try. A second failure fails the test.
+    """
+    from playwright.sync_api import expect
+
+    console: list[str] = []
+    page.on("console", lambda message: console.append(f"{message.type}: {message.text}"))
+    lost = page.get_by_text("Error displaying widget: model not found")
+    for attempt in (1, 2):
+        page.reload()
+        expect(idle).to_be_visible(timeout=90_000)
+        expect(widget.or_(lost).first).to_be_visible(timeout=60_000)
+        if widget.count() and not lost.count():
+            return
+        screenshot(page, f"{name}-reload-{attempt}-model-not-found")
+        (ARTIFACTS / f"{name}-reload-{attempt}-console.txt").write_text("\n".join(console))
+    pytest.fail(f"the widget was not restored after two reloads; see {ARTIFACTS}")
+
+
 def counts(text: str) -> list[int]:
     return [text.count(line) for line in LINES]
 
@@ -189,8 +215,7 @@ def test_a_cell_that_waited_in_line_with_the_page_reloaded_shows_its_prints_and_
         # Saved (the reloaded page shows what the file holds), then reloaded while the job waits.
         page.keyboard.press("Control+s")
         wait_for(lambda: "widget-view+json" in notebook.read_text(), 30, what="the notebook to be saved")
-        page.reload()
-        expect(idle).to_be_visible(timeout=90_000)
+        reload_until_live(page, idle, widget, name)
         expect(widget).to_contain_text("queued", timeout=60_000)  # live again, from the kernel
         assert api.job(job_id)["state"] == "queued"
         screenshot(page, f"{name}-1-queued-after-reload")
