@@ -156,9 +156,10 @@ def reload_until_live(page, idle, widget, name: str) -> None:
 
     ipywidgets' renderer (jupyterlab_widgets 3.0) shows that text for good when it renders a view
     after the widget manager says it has restored from the kernel but before the model is in its
-    registry; it never renders that output again. Seen once in 40-odd CI runs (2026-12-06), never
-    on this machine in 30 runs under load. A user reloads; so does the test, keeping a screenshot
-    and the browser's console of the first try. A second failure fails the test.
+    registry; it never renders that output again. Seen once in CI (2026-12-06); not once in 32
+    runs on a 2-core machine, 26 of them with both cores kept busy. A user reloads; so does the
+    test, keeping a screenshot and the browser's console of the first try. A second failure
+    fails the test.
     """
     from playwright.sync_api import expect
 
