@@ -251,8 +251,7 @@ class LongJobs:
         """As ``_ends``, each long job running by its limit (which may be past): none is expected
         to end later, so a wait for room by these is never shorter than by ``_ends``, and is
         found without working out any expected end."""
-        by_limit = sorted(self.running, key=operator.attrgetter("ends_by"))
-        return [r.ends_by for r in by_limit], list(itertools.accumulate(r.gpus for r in by_limit))
+        return freeing_curve((r.ends_by, r.gpus) for r in self.running)
 
     def waits_for_turn(self, job: Pending) -> bool:
         """Whether a long job that finds the share full waits for its turn in it: one bigger than a
