@@ -834,6 +834,40 @@ def test_the_runtime_model_answers_as_if_it_had_just_learned_everything():
         assert [kept.ratio(t, 0.5) for t in ("small", None)] == [fresh.ratio(t, 0.5) for t in ("small", None)]
 
 
+def test_a_running_job_keeps_its_expected_end_only_while_it_holds():
+    """A running job keeps its expected end from pass to pass (``Running.end_memo``); it is always
+    the one a new copy of it would be given: as it runs on past the run times its expected end
+    came from, after a job of its team or anyone's ends, for jobs that declared a run time or none,
+    that resumed with work kept, and that outran everything learned."""
+    rng = random.Random(11)
+    model = RuntimeModel(window=30, min_samples=5)
+    jobs = [
+        Running(f"r{i}", 1, NOW - rng.uniform(0, 400), rng.uniform(200, 900), (0,), estimate, team, done_s=done)
+        for i, (estimate, team, done) in enumerate(
+            [
+                (300.0, "a", 0.0),
+                (300.0, "b", 0.0),
+                (0.0, "a", 0.0),
+                (500.0, "a", 120.0),
+                (50.0, "b", 0.0),
+                (0.0, "c", 30.0),
+            ]
+        )
+    ]
+    asked = hits = 0
+    for step in range(200):
+        if step % 9 == 0:
+            model.observe(rng.choice("abc"), rng.choice([0.0, 100.0, 300.0]), rng.uniform(20, 700))
+        snap = replace(snapshot([8], jobs, runtimes=model), now=NOW + step * rng.uniform(0, 12))
+        for job in jobs:
+            kept_before = list(job.end_memo)
+            fresh = replace(job)  # no memos
+            assert expected_end_or_limit(job, snap) == expected_end_or_limit(fresh, snap), (step, job.id)
+            asked += 1
+            hits += kept_before == job.end_memo and bool(kept_before)
+    assert hits > asked // 2  # most asks are answered from the memo
+
+
 def test_a_queued_job_keeps_its_expected_run_times_only_while_its_team_learns_nothing():
     """A queued job keeps its expected run times from pass to pass; they are always those a new
     copy of it would be given: after a job of its team ends, after anyone's ends where its team

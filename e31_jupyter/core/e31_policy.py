@@ -206,6 +206,7 @@ class LongJobs:
         self.limit = self.share * snap.cluster.gpus
         self.machine_limit = self.share * len(snap.cluster.sizes)
         self._waiting: dict[str, int] = {}  # long jobs let in this pass that found no place yet: their GPUs
+        self.kept = 0  # their GPUs in all
         self.ahead = 0  # GPUs of the long jobs this pass held back for the share, waiting their turn
         # The fewest GPUs no machine long jobs run on had free since the pass's last start: a job
         # asking as many or more finds no room beside them either (``_fits_beside``).
@@ -328,18 +329,17 @@ class LongJobs:
         demand = self.snap.demand
         return demand is None or demand.came_lately(self.snap.now)
 
-    @property
-    def kept(self) -> int:
-        return sum(self._waiting.values())
-
     def let_in(self, job: Pending) -> None:
+        self.kept += job.gpus - self._waiting.get(job.id, 0)
         self._waiting[job.id] = job.gpus
 
     def started(self, job: Pending, machines: tuple[int, ...]) -> None:
         """Told of every job the walk starts: a long job let in now holds its GPUs on its machines."""
         self._no_room_beside = math.inf  # the machines long jobs run on may have grown
         if job.id in self._waiting:
-            self.held += self._waiting.pop(job.id)
+            gpus = self._waiting.pop(job.id)
+            self.held += gpus
+            self.kept -= gpus
             self.machines.update(machines)
 
     def reason(self, job: Pending, expected: float, cluster: Cluster) -> str:

@@ -24,7 +24,7 @@ from functools import cache, cached_property
 from typing import Any
 
 from e31_jupyter.core.machines import Cluster
-from e31_jupyter.core.runtimes import Demand, RuntimeModel
+from e31_jupyter.core.runtimes import Demand, RuntimeModel, run_so_far_measure
 
 # --- the nouns -------------------------------------------------------------------------------
 
@@ -78,6 +78,9 @@ class Running:
     # What its expected run time was worked out from, kept from pass to pass while it holds
     # (``RuntimeModel.runtime_so_far``'s memo; ``expected_end``).
     memo: list = field(default_factory=list, init=False, repr=False, compare=False)
+    # Its expected end or limit before ``now`` bounds it, kept with what it holds for
+    # (``expected_end_or_limit``): [its team's model token, the span of run so far, the end].
+    end_memo: list = field(default_factory=list, init=False, repr=False, compare=False)
 
     def __post_init__(self):
         object.__setattr__(self, "ends_by", self.started_at + self.max_runtime)
@@ -118,8 +121,6 @@ class Snapshot:
     outside_use: str = ""
     # What a policy works out per team (per_team), once per snapshot: a pass asks for every queued job.
     _per_team: dict[tuple[Callable, str], float] = field(default_factory=dict, init=False, repr=False, compare=False)
-    # Each running job's expected end (or limit), likewise: e31's long jobs' share and e31-preempt's forecast both ask.
-    _ends: dict[str, float] = field(default_factory=dict, init=False, repr=False, compare=False)
 
     @cached_property
     def _usage_total(self) -> float:
@@ -145,12 +146,18 @@ class Snapshot:
 def expected_end(job: Running, snap: Snapshot) -> float | None:
     """When a running job is expected to end: never before now, never after its limit; None
     when nothing says (it declared nothing, and no finished job like it ran as long)."""
+    end = _expected_end_from_start(job, snap)
+    return None if end is None else max(snap.now, end)
+
+
+def _expected_end_from_start(job: Running, snap: Snapshot) -> float | None:
+    """``expected_end`` before now bounds it: its start and what its run is expected to take."""
     runtime = snap.runtimes.runtime_so_far(job.team, job.estimate, ran_so_far(job, snap.now), 0.5, job.memo)
     if runtime is None:
         if not job.estimate:
             return None
         runtime = job.done_s + job.max_runtime  # it has outrun what it declared: it may run to its limit
-    return max(snap.now, job.started_at + min(runtime - job.done_s, job.max_runtime))
+    return job.started_at + min(runtime - job.done_s, job.max_runtime)
 
 
 def ran_so_far(job: Running, now: float) -> float:
@@ -169,12 +176,24 @@ def run_left(job: Pending | Running, snap: Snapshot, ran: float, q: float) -> fl
 
 
 def expected_end_or_limit(job: Running, snap: Snapshot) -> float:
-    """When a running job is expected to end (``expected_end``); by its limit when nothing says."""
-    end = snap._ends.get(job.id)
+    """When a running job is expected to end (``expected_end``); by its limit when nothing says.
+
+    Asked of every running job on most passes of a replay, and the answer changes only when its
+    team's model learns something (``RuntimeModel.answers_for``) or the job's run so far leaves
+    the span its expected run time came from (``runtime_so_far``'s memo): it is kept on the job
+    (``Running.end_memo``) until then."""
+    now, kept = snap.now, job.end_memo
+    token = snap.runtimes.answers_for(job.team)
+    so_far = run_so_far_measure(job.estimate, ran_so_far(job, now))
+    if kept and kept[0] is token and kept[1] <= so_far < kept[2]:
+        return max(now, kept[3])
+    end = _expected_end_from_start(job, snap)
     if end is None:
-        expected = expected_end(job, snap)
-        end = snap._ends[job.id] = max(snap.now, job.ends_by) if expected is None else expected
-    return end
+        end = job.ends_by
+    memo = job.memo
+    if memo and memo[0] is token:  # runtime_so_far answered from a span, and kept it
+        kept[:] = (token, memo[2], memo[3], end)
+    return max(now, end)
 
 
 @dataclass(frozen=True)

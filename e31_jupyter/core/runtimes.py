@@ -146,7 +146,7 @@ class RuntimeModel:
         again as the job runs, while its team learned nothing new, is a lookup: a pass asks of
         every running job, and most passes see no job of its team end."""
         declared = declared_s > 0
-        floor = elapsed_s / declared_s if declared else elapsed_s
+        floor = run_so_far_measure(declared_s, elapsed_s)
         token = self.answers_for(team)
         if memo and memo[0] is token and memo[1] == q and memo[2] <= floor < memo[3]:
             found = memo[4]
@@ -254,6 +254,12 @@ class UrgentDemand:
     def came_lately(self, now: float) -> bool:
         quiet = self.quiet_from()
         return quiet is not None and now < quiet
+
+
+def run_so_far_measure(declared_s: float, elapsed_s: float) -> float:
+    """How ``RuntimeModel.runtime_so_far`` measures a job's run so far, and keeps its answer by:
+    the share of its declared run time, or the run time itself for a job that declared none."""
+    return elapsed_s / declared_s if declared_s > 0 else elapsed_s
 
 
 def _above(ordered: Sequence[float], floor: float, q: float) -> tuple[float | None, float, float]:
