@@ -98,8 +98,8 @@ class Decision:
 @dataclass
 class Snapshot:
     """The world as a policy sees it at one moment. It keeps what it works out (each team's
-    share, each running job's expected end), so a new moment is a new snapshot (``replace``).
-    What holds from moment to moment is kept on the jobs (``Pending.memo``, ``Running.memo``)."""
+    share), so a new moment is a new snapshot (``replace``). What holds from moment to moment is
+    kept on the jobs (``Pending.memo``, ``Running.memo``, ``Running.end_memo``)."""
 
     now: float
     cluster: Cluster  # free GPUs per machine
