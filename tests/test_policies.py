@@ -868,6 +868,24 @@ def test_a_running_job_keeps_its_expected_end_only_while_it_holds():
     assert hits > asked // 2  # most asks are answered from the memo
 
 
+@pytest.mark.parametrize("name", sorted(POLICIES))
+def test_a_decision_leaves_the_gpus_its_starts_do_not_hold(name):
+    """``Decision.cluster_after``, what e31-preempt goes on deciding from, is the snapshot's GPUs
+    with each job the walk started holding its own, jobs bigger than a machine too; the
+    snapshot's cluster is left as it was."""
+    snap = snapshot([8, 5, 8, 8, 2])
+    jobs = [pending("a", 1), pending("b", 3), pending("c", 16), pending("d", 8), pending("e", 2), pending("f", 8)]
+    decision = decide(name, jobs, snap)
+    assert 0 < len(decision.start) < len(jobs)  # some start, and the last finds no machine left
+    held = snap.cluster.copy()
+    for job in jobs:
+        if job.id in decision.start:
+            held.hold(decision.placement[job.id], job.gpus)
+    after = decision.cluster_after
+    assert after is not None and (after.free, after.free_gpus) == (held.free, held.free_gpus)
+    assert snap.cluster.free == [8, 5, 8, 8, 2]
+
+
 def test_a_queued_job_keeps_its_expected_run_times_only_while_its_team_learns_nothing():
     """A queued job keeps its expected run times from pass to pass; they are always those a new
     copy of it would be given: after a job of its team ends, after anyone's ends where its team

@@ -13,7 +13,7 @@ import bisect
 import itertools
 import math
 import operator
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from functools import cached_property
 
 from e31_jupyter.core.machines import Cluster
@@ -22,7 +22,7 @@ from e31_jupyter.core.policy import (
     Pending,
     Running,
     Snapshot,
-    expected_end_or_limit,
+    expected_ends_or_limits,
     late,
     run_left,
     walk,
@@ -60,7 +60,7 @@ def expected_runtime(job: Pending, snap: Snapshot, q: float = 0.5) -> float:
     of actual / declared over its team's finished jobs whose ratio is consistent with the job's
     deadline window (``RuntimeModel.runtime``); one that declared nothing, by what finished jobs
     that declared nothing took. Never more than its limit; 0 when nothing says."""
-    token = snap.runtimes.answers_for(job.team)
+    token = snap.runtimes.tokens[job.team]
     if not job.memo or job.memo[0] is not token:
         job.memo[:] = (token, {})
     by_quantile = job.memo[1]
@@ -245,14 +245,14 @@ class LongJobs:
     def _ends(self) -> tuple[list[float], list[int]]:
         """When the long jobs running are expected to end (``expected_end``; by their limit when
         nothing says), soonest first, and the GPUs freed by each."""
-        return freeing_curve((expected_end_or_limit(r, self.snap), r.gpus) for r in self.running)
+        return expected_freeing_curve(self.running, self.snap)
 
     @cached_property
     def _limits(self) -> tuple[list[float], list[int]]:
         """As ``_ends``, each long job running by its limit (which may be past): none is expected
         to end later, so a wait for room by these is never shorter than by ``_ends``, and is
         found without working out any expected end."""
-        return freeing_curve((r.ends_by, r.gpus) for r in self.running)
+        return limits_freeing_curve(self.running)
 
     def waits_for_turn(self, job: Pending) -> bool:
         """Whether a long job that finds the share full waits for its turn in it: one bigger than a
@@ -388,10 +388,24 @@ class LongJobs:
         )
 
 
-def freeing_curve(ends: Iterable[tuple[float, int]]) -> tuple[list[float], list[int]]:
-    """(end, GPUs) pairs -> the ends, soonest first, and the GPUs freed by each."""
-    ordered = sorted(ends, key=operator.itemgetter(0))  # by end alone: faster than by the pairs, same curve
-    return [end for end, _ in ordered], list(itertools.accumulate(gpus for _, gpus in ordered))
+def freeing_curve(ends: Sequence[float], gpus: Sequence[int]) -> tuple[list[float], list[int]]:
+    """Running jobs' ends and the GPUs of each -> the ends, soonest first, and the GPUs freed by
+    each. A pass may draw it of hundreds of jobs: the work is left to C (``zip``, ``map``)."""
+    ordered = sorted(zip(ends, gpus), key=_END)  # by end alone: faster than by the pairs, same curve
+    return list(map(_END, ordered)), list(itertools.accumulate(map(_GPUS, ordered)))
+
+
+_END, _GPUS = operator.itemgetter(0), operator.itemgetter(1)
+
+
+def expected_freeing_curve(jobs: Sequence[Running], snap: Snapshot) -> tuple[list[float], list[int]]:
+    """``freeing_curve`` of running jobs by when they are expected to end (by their limit when nothing says)."""
+    return freeing_curve(expected_ends_or_limits(jobs, snap), [job.gpus for job in jobs])
+
+
+def limits_freeing_curve(jobs: Sequence[Running]) -> tuple[list[float], list[int]]:
+    """``freeing_curve`` of running jobs by their limits (which may be past)."""
+    return freeing_curve([job.ends_by for job in jobs], [job.gpus for job in jobs])
 
 
 def _wait(curve: tuple[list[float], list[int]], gpus: float, now: float) -> float:

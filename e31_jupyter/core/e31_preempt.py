@@ -18,16 +18,17 @@ from e31_jupyter.core.e31_policy import (
     E31_LONG_SURE,
     E31_URGENT_S,
     e31_walk,
+    expected_freeing_curve,
     expected_runtime,
-    freeing_curve,
+    limits_freeing_curve,
     moved_deadline,
 )
+from e31_jupyter.core.machines import Cluster
 from e31_jupyter.core.policy import (
     Decision,
     Pending,
     Running,
     Snapshot,
-    expected_end_or_limit,
     ran_so_far,
     run_left,
 )
@@ -82,10 +83,13 @@ def e31_preempt_walk(ordered: Sequence[Pending], snap: Snapshot) -> Decision:
     suspendable = [r for r in snap.running if r.checkpointed_at is not None]
     if not suspendable:
         return decision
+    after_starts = decision.cluster_after
+    assert after_starts is not None  # the walk leaves it
     room: Room | None = None  # made for the first job that cannot wait: most passes have none
     gone = set(decision.start) | {job_id for job_id, _ in decision.expire}
     now = snap.now
     ahead = 0  # GPUs of the jobs ahead in line still waiting
+    given = 0  # GPUs of the jobs given room so far
     supply: Supply | None = None
     for job in ordered:
         if job.id in gone:
@@ -100,10 +104,10 @@ def e31_preempt_walk(ordered: Sequence[Pending], snap: Snapshot) -> Decision:
         if latest - now > E31_URGENT_S:
             if job.gpus > E31_LARGE_GPUS or latest - now > expected:
                 continue
-            supply = supply or Supply(snap, ordered, decision)
+            supply = supply or Supply(snap, free=after_starts.free_gpus - given)
             if supply.covers(waiting_ahead + job.gpus, by=latest):
                 continue  # GPUs are expected to free for it and the jobs ahead of it in time
-        room = room or Room(snap, ordered, decision, suspendable)
+        room = room or Room(snap, after_starts, suspendable)
         made = room.make(job, expected)
         if made is not None:
             victims, machines = made
@@ -112,6 +116,7 @@ def e31_preempt_walk(ordered: Sequence[Pending], snap: Snapshot) -> Decision:
             decision.suspend.extend((victim.id, job.id) for victim in victims)
             decision.held_back.pop(job.id, None)
             ahead -= job.gpus
+            given += job.gpus
     return decision
 
 
@@ -130,10 +135,9 @@ class Supply:
     takes: most jobs asked about are settled by the GPUs free now, by all of the GPUs, or by
     the jobs that reach their limit by then, before any job's expected end is worked out."""
 
-    def __init__(self, snap: Snapshot, ordered: Sequence[Pending], decision: Decision):
+    def __init__(self, snap: Snapshot, free: int):
         self.snap = snap
-        taken = sum(job.gpus for job in ordered if job.id in decision.placement) if decision.placement else 0
-        self.free = snap.cluster.free_gpus - taken  # after the pass's starts
+        self.free = free  # after the pass's starts
         self.held = snap.cluster.gpus - snap.cluster.free_gpus  # by running jobs
 
     def covers(self, gpus: int, by: float) -> bool:
@@ -144,11 +148,11 @@ class Supply:
 
     @cached_property
     def _limits(self) -> tuple[list[float], list[int]]:
-        return freeing_curve((r.ends_by, r.gpus) for r in self.snap.running)
+        return limits_freeing_curve(self.snap.running)
 
     @cached_property
     def _expected(self) -> tuple[list[float], list[int]]:
-        return freeing_curve((expected_end_or_limit(r, self.snap), r.gpus) for r in self.snap.running)
+        return expected_freeing_curve(self.snap.running, self.snap)
 
 
 def _freed_by(curve: tuple[list[float], list[int]], when: float) -> int:
@@ -191,12 +195,9 @@ class Room:
     """The GPUs after a pass's starts, and the running jobs that may still be suspended to make
     room for a job that cannot wait, cheapest first."""
 
-    def __init__(self, snap: Snapshot, ordered: Sequence[Pending], decision: Decision, suspendable: list[Running]):
+    def __init__(self, snap: Snapshot, after_starts: Cluster, suspendable: list[Running]):
         self.snap = snap
-        self.cluster = snap.cluster.copy()
-        gpus = {job.id: job.gpus for job in ordered if job.id in decision.placement}
-        for job_id, machines in decision.placement.items():
-            self.cluster.hold(machines, gpus[job_id])
+        self.cluster = after_starts.copy()
         self._candidates = suspendable
         # (GPUs, when its victims get them back) of jobs that found no place: one asking as many
         # or more, whose victims would get them back no sooner, finds none either

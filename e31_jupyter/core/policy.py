@@ -24,7 +24,7 @@ from functools import cache, cached_property
 from typing import Any
 
 from e31_jupyter.core.machines import Cluster
-from e31_jupyter.core.runtimes import Demand, RuntimeModel, run_so_far_measure
+from e31_jupyter.core.runtimes import Demand, RuntimeModel, run_so_far_at
 
 # --- the nouns -------------------------------------------------------------------------------
 
@@ -50,7 +50,7 @@ class Pending:
     # queue, one machine, refuses such a job at submit and leaves it False; the simulator sets it.
     checkpoints: bool = False
     # Its expected run times by quantile (e31's ``expected_runtime``), kept from pass to pass with
-    # the run-time model's token they hold for (``RuntimeModel.answers_for``): a pass asks of every
+    # the run-time model's token they hold for (``RuntimeModel.tokens``): a pass asks of every
     # queued job, and most passes see no job of its team end.
     memo: list = field(default_factory=list, init=False, repr=False, compare=False)
 
@@ -79,7 +79,7 @@ class Running:
     # (``RuntimeModel.runtime_so_far``'s memo; ``expected_end``).
     memo: list = field(default_factory=list, init=False, repr=False, compare=False)
     # Its expected end or limit before ``now`` bounds it, kept with what it holds for
-    # (``expected_end_or_limit``): [its team's model token, the span of run so far, the end].
+    # (``expected_ends_or_limits``): [its team's model token, from when and until when, the end].
     end_memo: list = field(default_factory=list, init=False, repr=False, compare=False)
 
     def __post_init__(self):
@@ -93,6 +93,9 @@ class Decision:
     placement: dict[str, tuple[int, ...]] = field(default_factory=dict)  # job id -> its machines
     held_back: dict[str, str] = field(default_factory=dict)  # job id -> why it waits though GPUs for it are free
     suspend: list[tuple[str, str]] = field(default_factory=list)  # (running job id, the job it makes room for)
+    # The GPUs free once the walk's starts hold theirs (the walk's own copy of the cluster): what
+    # a policy that goes on deciding (e31-preempt) starts from, instead of placing them again.
+    cluster_after: Cluster | None = field(default=None, repr=False, compare=False)
 
 
 @dataclass
@@ -176,24 +179,43 @@ def run_left(job: Pending | Running, snap: Snapshot, ran: float, q: float) -> fl
 
 
 def expected_end_or_limit(job: Running, snap: Snapshot) -> float:
-    """When a running job is expected to end (``expected_end``); by its limit when nothing says.
+    """When a running job is expected to end (``expected_end``); by its limit when nothing says."""
+    return expected_ends_or_limits((job,), snap)[0]
 
-    Asked of every running job on most passes of a replay, and the answer changes only when its
-    team's model learns something (``RuntimeModel.answers_for``) or the job's run so far leaves
-    the span its expected run time came from (``runtime_so_far``'s memo): it is kept on the job
-    (``Running.end_memo``) until then."""
-    now, kept = snap.now, job.end_memo
-    token = snap.runtimes.answers_for(job.team)
-    so_far = run_so_far_measure(job.estimate, ran_so_far(job, now))
-    if kept and kept[0] is token and kept[1] <= so_far < kept[2]:
-        return max(now, kept[3])
+
+def expected_ends_or_limits(jobs: Sequence[Running], snap: Snapshot) -> list[float]:
+    """``expected_end_or_limit`` of each of ``jobs``.
+
+    Asked of every running job on most passes of a replay, and a job's answer changes only when
+    its team's model learns something (``RuntimeModel.tokens``) or its run so far leaves the
+    span its expected run time came from (``runtime_so_far``'s memo): it is kept on the job
+    (``Running.end_memo``) with the times ``now`` may take meanwhile, and read from there
+    without a call."""
+    now, tokens = snap.now, snap.runtimes.tokens
+    return [
+        max(now, kept[3])
+        if (kept := job.end_memo) and kept[0] is tokens[job.team] and kept[1] <= now < kept[2]
+        else _end_or_limit_afresh(job, snap, tokens[job.team])
+        for job in jobs
+    ]
+
+
+# Kept expected ends hold for a ``now`` this far inside the times worked out for them, far more
+# than the rounding of times near 2e9 s, so one read from the memo is always the one worked out.
+_END_MEMO_MARGIN_S = 1e-3
+
+
+def _end_or_limit_afresh(job: Running, snap: Snapshot, token: object) -> float:
     end = _expected_end_from_start(job, snap)
     if end is None:
         end = job.ends_by
     memo = job.memo
-    if memo and memo[0] is token:  # runtime_so_far answered from a span, and kept it
-        kept[:] = (token, memo[2], memo[3], end)
-    return max(now, end)
+    if memo and memo[0] is token:  # runtime_so_far answered from a span of run so far, and kept it
+        run_from = job.started_at - job.done_s  # when the job would have started, run so far counting from 0
+        since = max(job.started_at, run_from + run_so_far_at(job.estimate, memo[2])) + _END_MEMO_MARGIN_S
+        until = run_from + run_so_far_at(job.estimate, memo[3]) - _END_MEMO_MARGIN_S
+        job.end_memo[:] = (token, since, until, end)
+    return max(snap.now, end)
 
 
 @dataclass(frozen=True)
@@ -339,6 +361,7 @@ def walk(
                 break
             if backfill == "easy":
                 reserved = reserve(job, holders, cluster, now)
+    decision.cluster_after = cluster
     return decision
 
 

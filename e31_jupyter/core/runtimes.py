@@ -14,6 +14,18 @@ from typing import Protocol
 KEPT_RUNTIMES = 100_000  # run times a team's cache keeps between its finished jobs; then it starts afresh
 
 
+class Tokens(dict[str | None, object]):
+    """Per team, an object that stays the same while the model's answers for the team cannot
+    change, and is a new one once they may (a job of the team's finished, or anyone's where the
+    team borrows everyone's samples): a caller may keep an answer beside it, and trust the answer
+    while the team's token is still the same object. Read by subscript, as a pass reads it for
+    every job it weighs; the first read after a change makes the new one."""
+
+    def __missing__(self, team: str | None) -> object:
+        token = self[team] = object()
+        return token
+
+
 class RuntimeModel:
     """What finished jobs teach about run times, from the latest ``window`` jobs per team and over
     everyone: the ratio of each job's actual run time to what it declared (``Pending.estimate``),
@@ -42,7 +54,7 @@ class RuntimeModel:
         self._runtimes: dict[str | None, dict[tuple[float, float | None, float], float]] = {}  # see runtime
         # The samples sorted, per (samples, team or None): a new list each time they change (``_ordered``).
         self._sorted: dict[tuple[int, str | None], list[float]] = {}
-        self._tokens: dict[str | None, object] = {}  # see answers_for
+        self.tokens = Tokens()  # what callers keep answers beside, per team
 
     def observe(self, team: str, declared_s: float, actual_s: float, deadline_window_s: float | None = None) -> None:
         """One finished job: what it declared (0: nothing), what it took, and (optional) how long
@@ -50,20 +62,10 @@ class RuntimeModel:
         declared = self._add(self._declared, team, declared_s, actual_s)
         windowed = self._add(self._windows, team, deadline_window_s or 0.0, actual_s)
         if declared or windowed:
-            self._forget(team, (self._cache, self._runtimes, self._tokens), (self._declared, self._windows))
+            self._forget(team, (self._cache, self._runtimes, self.tokens), (self._declared, self._windows))
         if declared_s <= 0:
             self._add(self._undeclared, team, 1.0, actual_s)
-            self._forget(team, (self._undeclared_cache, self._tokens), (self._undeclared,))
-
-    def answers_for(self, team: str) -> object:
-        """An object that stays the same while the model's answers for ``team`` cannot change, and
-        is a new one once they may (a job of the team's finished, or anyone's where the team
-        borrows everyone's samples): a caller may keep an answer beside it, and trust the answer
-        while ``answers_for`` still gives the same object."""
-        token = self._tokens.get(team)
-        if token is None:
-            token = self._tokens[team] = object()
-        return token
+            self._forget(team, (self._undeclared_cache, self.tokens), (self._undeclared,))
 
     def _add(self, samples: dict[str | None, deque[float]], team: str, base_s: float, actual_s: float) -> bool:
         if base_s <= 0:
@@ -142,12 +144,12 @@ class RuntimeModel:
         either, the same way; None while there are none longer than it has run.
 
         ``memo``: a list the caller keeps for one job (empty at first). The answer is kept in it
-        with ``answers_for``'s token and how far the job may run before it changes, so asking
+        with the team's token (``tokens``) and how far the job may run before it changes, so asking
         again as the job runs, while its team learned nothing new, is a lookup: a pass asks of
         every running job, and most passes see no job of its team end."""
         declared = declared_s > 0
         floor = run_so_far_measure(declared_s, elapsed_s)
-        token = self.answers_for(team)
+        token = self.tokens[team]
         if memo and memo[0] is token and memo[1] == q and memo[2] <= floor < memo[3]:
             found = memo[4]
         else:
@@ -260,6 +262,11 @@ def run_so_far_measure(declared_s: float, elapsed_s: float) -> float:
     """How ``RuntimeModel.runtime_so_far`` measures a job's run so far, and keeps its answer by:
     the share of its declared run time, or the run time itself for a job that declared none."""
     return elapsed_s / declared_s if declared_s > 0 else elapsed_s
+
+
+def run_so_far_at(declared_s: float, measure: float) -> float:
+    """The run so far, in seconds, that ``run_so_far_measure`` measures as ``measure``."""
+    return measure * declared_s if declared_s > 0 else measure
 
 
 def _above(ordered: Sequence[float], floor: float, q: float) -> tuple[float | None, float, float]:
