@@ -182,7 +182,7 @@ def _runtime_so_far(job: Running, snap: Snapshot, q: float) -> float:
     return run_left(job, snap, ran_so_far(job, snap.now), q)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)  # one per running job: a list removes it by identity
 class Suspendable:
     """A running job that may be suspended, weighed once a pass."""
 
