@@ -60,13 +60,15 @@ def expected_runtime(job: Pending, snap: Snapshot, q: float = 0.5) -> float:
     of actual / declared over its team's finished jobs whose ratio is consistent with the job's
     deadline window (``RuntimeModel.runtime``); one that declared nothing, by what finished jobs
     that declared nothing took. Never more than its limit; 0 when nothing says."""
-    token = snap.runtimes.tokens[job.team]
-    if not job.memo or job.memo[0] is not token:
-        job.memo[:] = (token, {})
-    by_quantile = job.memo[1]
-    runtime = by_quantile.get(q)
-    if runtime is None:
-        runtime = by_quantile[q] = _learned_runtime(job, snap, q)
+    memo, token = job.memo, snap.runtimes.tokens[job.team]
+    if memo and memo[0] is token:  # asked of every job in line, more than once a pass: kept
+        try:
+            return memo[1][q]
+        except KeyError:
+            pass
+    else:
+        memo[:] = (token, {})
+    runtime = memo[1][q] = _learned_runtime(job, snap, q)
     return runtime
 
 
@@ -180,8 +182,8 @@ def e31_walk(ordered: Sequence[Pending], snap: Snapshot, *, takes_back: bool = F
             long_jobs.let_in(job)
         return ""
 
-    def hopeless(job: Pending) -> str:
-        if _can_wait(job, job.max_runtime, now, 0.0):
+    def hopeless(job: Pending) -> str:  # asked of every job left waiting, each pass
+        if job.deadline is None or job.deadline - job.max_runtime - now > 0.0:  # _can_wait by its limit, inline
             return ""  # even its time limit ends in time, and no expected run time exceeds it: no need to learn one
         judged_by = LEARNED_FROM_TEAM if job.estimate else LEARNED_FROM_UNDECLARED
         return late(job, now, expected_runtime(job, snap, E31_GIVE_UP), judged_by)

@@ -86,14 +86,11 @@ def e31_preempt_walk(ordered: Sequence[Pending], snap: Snapshot) -> Decision:
     after_starts = decision.cluster_after
     assert after_starts is not None  # the walk leaves it
     room: Room | None = None  # made for the first job that cannot wait: most passes have none
-    gone = set(decision.start) | {job_id for job_id, _ in decision.expire}
     now = snap.now
     ahead = 0  # GPUs of the jobs ahead in line still waiting
     given = 0  # GPUs of the jobs given room so far
     supply: Supply | None = None
-    for job in ordered:
-        if job.id in gone:
-            continue
+    for job in decision.waiting:
         waiting_ahead, ahead = ahead, ahead + job.gpus
         if job.deadline is None or not _may_need_room(job, job.deadline - job.max_runtime - now):
             continue

@@ -93,6 +93,9 @@ class Decision:
     placement: dict[str, tuple[int, ...]] = field(default_factory=dict)  # job id -> its machines
     held_back: dict[str, str] = field(default_factory=dict)  # job id -> why it waits though GPUs for it are free
     suspend: list[tuple[str, str]] = field(default_factory=list)  # (running job id, the job it makes room for)
+    # The jobs the walk left waiting (neither started nor expired), in line order: those a policy
+    # that goes on deciding (e31-preempt) weighs, without going through the whole line again.
+    waiting: list[Pending] = field(default_factory=list, repr=False, compare=False)
     # The GPUs free once the walk's starts hold theirs (the walk's own copy of the cluster): what
     # a policy that goes on deciding (e31-preempt) starts from, instead of placing them again.
     cluster_after: Cluster | None = field(default=None, repr=False, compare=False)
@@ -131,11 +134,11 @@ class Snapshot:
 
     def per_team(self, work: Callable[[Snapshot, str], float], team: str) -> float:
         """``work(self, team)``, worked out once per team for this snapshot."""
-        key = (work, team)
-        value = self._per_team.get(key)
-        if value is None:
-            value = self._per_team[key] = work(self, team)
-        return value
+        try:
+            return self._per_team[work, team]
+        except KeyError:  # the first ask for this team
+            value = self._per_team[work, team] = work(self, team)
+            return value
 
     def share_used(self, team: str) -> float:
         """The team's part of all recent usage over an equal share: 1 is exactly its share (and
@@ -308,6 +311,7 @@ def walk(
     can_ever_fit = cache(cluster.can_ever_fit)  # asked of every job; a queue has few sizes
     cap = OwnerCap(snap) if snap.max_gpus_per_owner is not None else None
     reserved: Reservation | None = None
+    shadow = math.inf  # the reservation's start: a job still running then goes beside it
     # The fewest GPUs that found no place since the last start, anywhere [0] and beside the
     # reservation [1]: a job asking as many or more finds none either, so a long queue is
     # walked in a few steps per job.
@@ -319,29 +323,30 @@ def walk(
         if cap is not None and job.gpus > cap.limit:
             decision.expire.append((job.id, cap.too_big(job)))
             continue
+        if drop_first and not job.suspended_by_queue and (reason := hopeless(job)):
+            decision.expire.append((job.id, reason))
+            continue
         capped = cap.over(job) if cap is not None else ""
-        reason = hopeless(job) if drop_first and not job.suspended_by_queue else ""
-        beside = reserved is not None and now + job.max_runtime > reserved.shadow
+        beside = now + job.max_runtime > shadow
+        waits = ""  # why it waits though there are GPUs for it
         machines = None
-        if not reason and capped:
+        if capped:
             if cluster.fits(job.gpus):
-                decision.held_back[job.id] = capped
-        elif not reason and job.gpus < no_room[beside]:
+                waits = capped
+        elif job.gpus < no_room[beside]:
             if not cluster.fits(job.gpus):
                 no_room = [min(no_room[0], job.gpus), min(no_room[1], job.gpus)]
                 if snap.outside_gpus and cluster.free_gpus + snap.outside_gpus >= job.gpus:
-                    decision.held_back[job.id] = snap.outside_use
-            elif held_back is not None and (why := held_back(job, cluster)):
-                decision.held_back[job.id] = why
-            else:
+                    waits = snap.outside_use
+            elif held_back is None or not (waits := held_back(job, cluster)):
                 machines = _place(job, cluster, reserved if beside else None, avoid(job) if avoid else frozenset())
                 if machines is None:  # no place beside the reservation
                     assert reserved is not None  # a job that fits always has a place without one
                     no_room[1] = min(no_room[1], job.gpus)
-                    decision.held_back[job.id] = reserved.behind
-        elif not reason and beside and job.gpus < no_room[0] and cluster.fits(job.gpus):
+                    waits = reserved.behind
+        elif beside and job.gpus < no_room[0] and cluster.fits(job.gpus):
             assert reserved is not None  # beside says there is one
-            decision.held_back[job.id] = reserved.behind
+            waits = reserved.behind
         if machines is not None:
             decision.start.append(job.id)
             decision.placement[job.id] = machines
@@ -352,15 +357,18 @@ def walk(
             if started is not None:
                 started(job, machines)
             continue
-        reason = reason or ("" if job.suspended_by_queue else hopeless(job))
-        if reason:
+        if not job.suspended_by_queue and (reason := hopeless(job)):
             decision.expire.append((job.id, reason))
-            decision.held_back.pop(job.id, None)
-        elif reserved is None and not capped and not cluster.fits(job.gpus):
+            continue
+        if waits:
+            decision.held_back[job.id] = waits
+        decision.waiting.append(job)
+        if reserved is None and not capped and not cluster.fits(job.gpus):
             if backfill == "stop":
                 break
             if backfill == "easy":
                 reserved = reserve(job, holders, cluster, now)
+                shadow = reserved.shadow
     decision.cluster_after = cluster
     return decision
 
