@@ -886,6 +886,26 @@ def test_a_decision_leaves_the_gpus_its_starts_do_not_hold(name):
     assert snap.cluster.free == [8, 5, 8, 8, 2]
 
 
+@pytest.mark.parametrize("name", sorted(POLICIES))
+def test_a_decision_names_the_jobs_left_waiting_in_line_order(name):
+    """``Decision.waiting``, the jobs e31-preempt goes on to weigh, is the line without the jobs
+    that started or expired, in line order; fifo's walk stops at the first that does not fit."""
+    snap = snapshot([4, 2])
+    jobs = [pending("a", 2, submitted=1), pending("b", 8, submitted=2), pending("gone", 8, submitted=3, deadline=NOW - 1),
+            pending("c", 8, submitted=4, deadline=NOW + 9000), pending("d", 1, submitted=5), pending("e", 4, submitted=6)]  # fmt: skip
+    decision = decide(name, jobs, snap)
+    assert decision.start and (decision.expire or name in ("fifo", "sjf"))  # those two expire none
+    gone = set(decision.start) | set(expired(decision))
+    line = [job.id for job in POLICIES[name].order(jobs, snap) if job.id not in gone]
+    waiting = [job.id for job in decision.waiting]
+    assert waiting == (line[: line.index("b") + 1] if name == "fifo" else line) and waiting
+
+
+def test_e31_preempt_leaves_a_job_it_made_room_for_out_of_those_waiting():
+    decision = decide("e31-preempt", [URGENT, pending("later", 1)], _held(checkpointed_at=NOW - 400))
+    assert decision.start == ["urgent"] and [job.id for job in decision.waiting] == ["later"]
+
+
 def test_a_queued_job_keeps_its_expected_run_times_only_while_its_team_learns_nothing():
     """A queued job keeps its expected run times from pass to pass; they are always those a new
     copy of it would be given: after a job of its team ends, after anyone's ends where its team

@@ -114,6 +114,8 @@ def e31_preempt_walk(ordered: Sequence[Pending], snap: Snapshot) -> Decision:
             decision.held_back.pop(job.id, None)
             ahead -= job.gpus
             given += job.gpus
+    if decision.suspend:  # room was made: those it was made for wait no more
+        decision.waiting = [job for job in decision.waiting if job.id not in decision.placement]
     return decision
 
 

@@ -93,8 +93,9 @@ class Decision:
     placement: dict[str, tuple[int, ...]] = field(default_factory=dict)  # job id -> its machines
     held_back: dict[str, str] = field(default_factory=dict)  # job id -> why it waits though GPUs for it are free
     suspend: list[tuple[str, str]] = field(default_factory=list)  # (running job id, the job it makes room for)
-    # The jobs the walk left waiting (neither started nor expired), in line order: those a policy
-    # that goes on deciding (e31-preempt) weighs, without going through the whole line again.
+    # The jobs left waiting (neither started nor expired), in line order, as far as the walk went
+    # (backfill "stop" goes no further than the first that does not fit): those a policy that
+    # goes on deciding (e31-preempt) weighs, without going through the whole line again.
     waiting: list[Pending] = field(default_factory=list, repr=False, compare=False)
     # The GPUs free once the walk's starts hold theirs (the walk's own copy of the cluster): what
     # a policy that goes on deciding (e31-preempt) starts from, instead of placing them again.
