@@ -62,6 +62,14 @@ def test_a_job_bigger_than_the_cluster_can_never_fit():
     assert Cluster.one_machine(2, 2).can_ever_fit(2) and not Cluster.one_machine(2, 2).can_ever_fit(3)
 
 
+def test_a_smaller_machine_with_every_gpu_free_is_not_whole():
+    cluster = Cluster.of(20, 8)  # 8 + 8 + 4, every GPU free
+    assert cluster.fits(16) and not cluster.fits(17)
+    assert cluster.place(5) == (0,)  # one of the machines of 8 is no longer whole
+    assert not cluster.fits(9) and cluster.place(12) is None  # the 4 free GPUs are not a whole machine
+    assert cluster.place(9) is None and cluster.place(8) == (1,)
+
+
 def test_every_policy_leaves_the_snapshot_untouched():
     snap = snapshot([2, 8], [Running("r", 6, NOW - 10, 100, (0,))])
     jobs = [pending("a", 4), pending("b", 16), pending("c", 1, deadline=NOW + 50)]

@@ -68,7 +68,7 @@ class Cluster:
             return True
         if gpus <= self.machine_gpus:
             return self._most_free() >= gpus
-        return len(self._whole(frozenset())) >= self.machines_for(gpus)
+        return len(self._at[self.machine_gpus]) >= self.machines_for(gpus)  # the whole machines
 
     def place(self, gpus: int, avoid: frozenset[int] = frozenset(), strict: bool = False) -> tuple[int, ...] | None:
         """Take GPUs for a job: the machines it got, or None when it does not fit. Machines in
@@ -108,8 +108,9 @@ class Cluster:
         return self._max
 
     def _whole(self, avoid: frozenset[int]) -> set[int]:
-        """Machines of full size with every GPU free."""
-        return {m for m in self._at[self.machine_gpus] if m not in avoid and self.sizes[m] == self.machine_gpus}
+        """Machines of full size with every GPU free: those with machine_gpus free, as no machine
+        is larger."""
+        return self._at[self.machine_gpus] - avoid
 
     def _set(self, m: int, free: int) -> None:
         self._at[self.free[m]].discard(m)

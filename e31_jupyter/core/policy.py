@@ -18,6 +18,7 @@ The policies themselves: ``baselines.py`` (fifo, sjf, edf, Slurm's backfill), ``
 from __future__ import annotations
 
 import math
+import operator
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cache, cached_property
@@ -262,10 +263,13 @@ class Reservation:
         return f"it would still be running when {self.job_id}, first in line, is due to start, on GPUs that job needs"
 
 
+_ENDS_BY = operator.attrgetter("ends_by")
+
+
 def reserve(job: Pending, holders: Sequence[Running], cluster: Cluster, now: float) -> Reservation:
     """When and where ``job`` can start at the latest, every holder ending by its time limit."""
     trial = cluster.copy()
-    for holder in sorted(holders, key=lambda r: r.ends_by):
+    for holder in sorted(holders, key=_ENDS_BY):
         trial.release(holder.machines, holder.gpus)
         if trial.fits(job.gpus):
             machines = trial.place(job.gpus)
