@@ -108,8 +108,8 @@ class Cluster:
         return self._max
 
     def _whole(self, avoid: frozenset[int]) -> set[int]:
-        """Machines of full size with every GPU free: those with machine_gpus free, as no machine
-        is larger."""
+        """Machines of full size with every GPU free: those with machine_gpus free (a smaller
+        machine never has as many)."""
         return self._at[self.machine_gpus] - avoid
 
     def _set(self, m: int, free: int) -> None:
