@@ -5,6 +5,8 @@ e31 policy meets on each.
     python benchmarks/runs.py --trace ... --policies e31 --only unseen --seed 1       # a rule, quickly
     python benchmarks/runs.py --trace ... --policies e31 --seed 0,1,2,3 --json       # on four draws
     python benchmarks/runs.py --trace ... --run "mine=--gpus 64 --start 2017-10-01 --end 2017-10-08"
+    python benchmarks/runs.py --trace ... --policies fifo,backfill,edf,sjf --seed 0,1,2,3 --json > base.json
+    python benchmarks/runs.py --trace ... --policies e31 --seed 0,1,2,3 --baselines base.json  # baselines kept
 
 The runs (``RUNS``) are the eight every rule was judged on ("tuned"), eight that no rule was
 tuned on ("unseen": December, mid-October to mid-November, and December with 32- and 64-GPU
@@ -20,6 +22,10 @@ and the counts and ``--against`` take in every one. Two seeds were not enough to
 Prints a table of each policy's misses and goodput per run, the targets met where baselines
 were replayed beside it (``scheduling.targets``), how many runs meet each, and, with
 ``--against POLICY``, each policy's misses over that one's (their geometric mean over the runs).
+``--baselines FILE`` holds the policies to the baselines' figures of an earlier ``--json``
+output instead of replaying them: their code does not change with e31's rules, and a rule on
+four seeds is judged in the time of its own replays. The file's runs must have been replayed
+with the same arguments (its ``arguments`` say which), or the command stops and says which differ.
 """
 
 from __future__ import annotations
@@ -35,7 +41,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from scheduling import parse, policy_names, replay  # noqa: E402
+from scheduling import BASELINES, parse, policy_names, replay, targets  # noqa: E402
+
+from e31_jupyter.core.policies import POLICIES  # noqa: E402
 
 _WINDOWS = {
     "required": "--gpus 640 --start 2017-10-01 --end 2017-10-29",
@@ -76,16 +84,21 @@ TARGETS = (
 def main(argv: list[str] | None = None) -> None:
     args = _parse(argv)
     runs = dict(args.run) if args.run else {n: a for kind in args.only for n, a in RUNS[kind].items()}
-    common = ["--trace", str(args.trace), "--policies", ",".join(args.policies), "--no-pass-time"]
+    common = ["--trace", str(args.trace.resolve()), "--policies", ",".join(args.policies), "--no-pass-time"]
     argvs = {
         f"{name}, seed {seed}" if len(args.seed) > 1 else name: common + ["--seed", str(seed)] + shlex.split(extra)
         for name, extra in runs.items()
         for seed in args.seed
     }
+    arguments = {run: replayed(argv) for run, argv in argvs.items()}
+    stored = _stored_baselines(args.baselines, arguments) if args.baselines else None
     with ProcessPoolExecutor(max_workers=args.workers) as pool:
         results = dict(zip(argvs, pool.map(_replay, argvs.values())))
+    if stored is not None:
+        results = {run: held_to_baselines(figures, stored[run]) for run, figures in results.items()}
     if args.json:
-        print(json.dumps({"runs": results, "summary": summary(results, args.against)}, indent=2))
+        report = {"runs": results, "summary": summary(results, args.against), "arguments": arguments}
+        print(json.dumps(report, indent=2))
     else:
         print(_table(results, args.against))
 
@@ -94,6 +107,55 @@ def _replay(argv: list[str]) -> dict:
     run = parse(argv)
     run.plot = None
     return replay(run)[0]
+
+
+def replayed(argv: list[str]) -> dict:
+    """What a run replays: its ``scheduling.py`` arguments but the policies and the outputs."""
+    run = vars(parse(argv))
+    return {key: str(value) for key, value in run.items() if key not in ("policies", "plot", "pass_ms", "json")}
+
+
+def held_to_baselines(figures: dict[str, dict], baselines: dict[str, dict]) -> dict[str, dict]:
+    """A run's figures with the baselines' beside them, and each other policy's targets held to
+    those baselines (``scheduling.targets``), as though they were replayed in the same run."""
+    held = {name: {**f, "targets": targets(f, baselines)} for name, f in figures.items()}
+    return {**baselines, **held}
+
+
+def _stored_baselines(path: Path, arguments: dict[str, dict]) -> dict[str, dict]:
+    """The baselines' figures of each run from an earlier ``--json`` output; exits saying what is
+    wrong when the file lacks a run or its baselines, or replayed it with other arguments."""
+    runs, stored_arguments = _report(path)
+    baselines = {}
+    for run, here in arguments.items():
+        if run not in runs or run not in stored_arguments:
+            sys.exit(
+                f"runs.py: --baselines {path} has no run {run!r}: replay the baselines with the same --seed, --only or --run"
+            )
+        there = stored_arguments[run]
+        differ = [
+            f"{key} {there.get(key)} there, {value} here" for key, value in here.items() if there.get(key) != value
+        ]
+        if differ:
+            sys.exit(
+                f"runs.py: --baselines {path} replayed {run!r} otherwise ({'; '.join(differ)}): replay the baselines as this run"
+            )
+        baselines[run] = {name: figures for name, figures in runs[run].items() if name in BASELINES}
+        if not baselines[run]:
+            sys.exit(f"runs.py: --baselines {path} has no baseline ({', '.join(BASELINES)}) in {run!r}")
+    return baselines
+
+
+def _report(path: Path) -> tuple[dict, dict]:
+    """An earlier ``--json`` output's runs and their arguments; exits saying so where it is not one."""
+    try:
+        report = json.loads(path.read_text())
+        return report["runs"], report["arguments"]
+    except (OSError, ValueError, KeyError, TypeError) as error:
+        sys.exit(
+            f"runs.py: --baselines {path}: not the --json output of runs.py with each run's arguments ({error!r}); "
+            "write one with: runs.py --trace TRACE --policies fifo,backfill,edf,sjf --json > FILE"
+        )
 
 
 def summary(results: dict[str, dict], against: str | None) -> dict[str, dict]:
@@ -188,7 +250,8 @@ def _named_run(text: str) -> tuple[str, str]:
 def _parse(argv):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--trace", required=True, type=Path)
-    parser.add_argument("--policies", default="fifo,backfill,edf,sjf,e31,e31-preempt", type=policy_names)
+    parser.add_argument("--policies", type=policy_names,
+                        help="default: every policy; with --baselines, every one but the baselines")  # fmt: skip
     parser.add_argument("--seed", type=_seeds, default=[0],
                         help="the draws of deadlines and run times; 0,1,2,3 replays every run on each")  # fmt: skip
     parser.add_argument(
@@ -197,13 +260,22 @@ def _parse(argv):
     parser.add_argument("--run", action="append", type=_named_run, metavar="NAME=ARGS",
                         help="replay this run instead of RUNS (repeat for more)")  # fmt: skip
     parser.add_argument("--against", help="a policy to hold the others' misses to, run by run")
+    parser.add_argument("--baselines", type=Path, metavar="FILE",
+                        help="hold the policies to the baselines of this earlier --json output instead of replaying them")  # fmt: skip
     parser.add_argument("--workers", type=int, default=os.cpu_count())
     parser.add_argument("--json", action="store_true", help="print JSON instead of the tables")
     args = parser.parse_args(argv)
     unknown = [kind for kind in args.only if kind not in RUNS]
     if unknown:
         parser.error(f"--only takes {', '.join(RUNS)}, not {', '.join(unknown)}")
-    if args.against is not None and args.against not in args.policies:
+    if args.policies is None:
+        args.policies = [name for name in POLICIES if args.baselines is None or name not in BASELINES]
+    if args.baselines is not None:
+        replayed_twice = [name for name in args.policies if name in BASELINES]
+        if replayed_twice:
+            parser.error(f"--baselines holds the baselines; leave {', '.join(replayed_twice)} out of --policies")
+    compared = args.policies + (list(BASELINES) if args.baselines is not None else [])
+    if args.against is not None and args.against not in compared:
         parser.error(f"--against {args.against}: replay it too (--policies)")
     return args
 

@@ -462,6 +462,37 @@ def test_the_runs_benchmark_replays_each_run_it_is_given_beside_the_baselines(tm
 
 
 @pytest.mark.slow
+def test_the_runs_benchmark_holds_a_policy_to_stored_baselines_as_to_baselines_replayed_beside_it(tmp_path):
+    rng = random.Random(5)
+    rows = [(i * 60, rng.choice([60, 600, 6000]), rng.choice([1, 2, 8]), rng.choice("pq")) for i in range(150)]
+    trace = _write_trace(tmp_path, "submit_time,duration,num_gpu,vc", rows)
+
+    def runs_py(*args: str, run: str = "one=--gpus 16 --deadlines clock") -> subprocess.CompletedProcess:
+        command = [sys.executable, str(BENCHMARK.with_name("runs.py")), "--trace", str(trace), "--run", run,
+                   "--seed", "0,1", "--workers", "1", *args]  # fmt: skip
+        return subprocess.run(command, capture_output=True, text=True, timeout=120)
+
+    together = json.loads(runs_py("--policies", "fifo,backfill,edf,sjf,e31", "--json").stdout)
+    stored = tmp_path / "baselines.json"
+    stored.write_text(runs_py("--policies", "fifo,backfill,edf,sjf", "--json").stdout)
+    alone = runs_py("--policies", "e31", "--baselines", str(stored), "--against", "edf", "--json")
+    assert alone.returncode == 0, alone.stderr
+    alone_results = json.loads(alone.stdout)
+    for run, figures in together["runs"].items():
+        assert list(alone_results["runs"][run]) == ["fifo", "backfill", "edf", "sjf", "e31"]
+        assert alone_results["runs"][run]["e31"]["targets"] == figures["e31"]["targets"]
+        assert alone_results["runs"][run]["e31"]["miss_rate"] == figures["e31"]["miss_rate"]
+    assert alone_results["summary"]["e31"]["runs_meeting"] == together["summary"]["e31"]["runs_meeting"]
+
+    elsewhere = runs_py("--policies", "e31", "--baselines", str(stored), run="one=--gpus 32 --deadlines clock")
+    assert elsewhere.returncode != 0 and "replayed 'one, seed 0' otherwise (gpus 16 there, 32 here)" in elsewhere.stderr
+    twice = runs_py("--policies", "edf,e31", "--baselines", str(stored))
+    assert twice.returncode == 2 and "leave edf out of --policies" in twice.stderr
+    not_json = runs_py("--policies", "e31", "--baselines", str(trace))
+    assert not_json.returncode != 0 and "not the --json output of runs.py" in not_json.stderr
+
+
+@pytest.mark.slow
 def test_the_benchmark_keeps_a_traces_deadlines_and_time_limits_and_draws_only_blank_ones(tmp_path):
     """On an empty cluster edf starts every job at its submit, so each one finishes an hour after
     it. Were deadlines and time limits drawn, every job would be on time; the trace's own make
