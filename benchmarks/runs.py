@@ -10,7 +10,7 @@ e31 policy meets on each.
     python benchmarks/runs.py --trace ... --only held-out --seed 0,1 --against edf    # a kept rule, where it was never tuned
 
 The runs (``RUNS``) are the eight every rule was judged on ("tuned"), eight that no rule was
-tuned on ("unseen": December, mid-October to mid-November, and December with 32- and 64-GPU
+tuned on when they were added ("unseen": December, mid-October to mid-November, and December with 32- and 64-GPU
 jobs), and eight where much of the work is 64-GPU jobs ("many-large": a tenth to a half of the
 jobs, on machines of 8 GPUs and of 4), each the arguments of one ``scheduling.py`` replay;
 ``--run NAME=ARGS`` replays your own instead. Rules have been judged on all 24 since stop 57,
