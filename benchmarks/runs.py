@@ -8,6 +8,7 @@ e31 policy meets on each.
     python benchmarks/runs.py --trace ... --policies fifo,backfill,edf,sjf --seed 0,1,2,3 --json > base.json
     python benchmarks/runs.py --trace ... --policies e31 --seed 0,1,2,3 --baselines base.json  # baselines kept
     python benchmarks/runs.py --trace ... --only held-out --seed 0,1 --against edf    # a kept rule, where it was never tuned
+    python benchmarks/runs.py --trace ... --extra '--expected 0'    # every job declaring its run time exactly
 
 The runs (``RUNS``) are the eight every rule was judged on ("tuned"), eight that no rule was
 tuned on when they were added ("unseen": December, mid-October to mid-November, and December with 32- and 64-GPU
@@ -106,6 +107,7 @@ def main(argv: list[str] | None = None) -> None:
     args = _parse(argv)
     runs = dict(args.run) if args.run else {n: a for kind in args.only for n, a in RUNS[kind].items()}
     common = ["--trace", str(args.trace.resolve()), "--policies", ",".join(args.policies), "--no-pass-time"]
+    common += shlex.split(args.extra)  # before each run's own arguments, which say what makes the run
     argvs = {
         f"{name}, seed {seed}" if len(args.seed) > 1 else name: common + ["--seed", str(seed)] + shlex.split(extra)
         for name, extra in runs.items()
@@ -136,6 +138,9 @@ def replayed(argv: list[str]) -> dict:
     return {key: str(value) for key, value in run.items() if key not in ("policies", "plot", "pass_ms", "json")}
 
 
+_DEFAULTS = replayed(["--trace", ""])  # what a replay takes where no argument says
+
+
 def held_to_baselines(figures: dict[str, dict], baselines: dict[str, dict]) -> dict[str, dict]:
     """A run's figures with the baselines' beside them, and each other policy's targets held to
     those baselines (``scheduling.targets``), as though they were replayed in the same run."""
@@ -153,7 +158,8 @@ def _stored_baselines(path: Path, arguments: dict[str, dict]) -> dict[str, dict]
             sys.exit(
                 f"runs.py: --baselines {path} has no run {run!r}: replay the baselines with the same --seed, --only or --run"
             )
-        there = stored_arguments[run]
+        # An argument the file lacks came after it: its runs replayed as that argument's default does.
+        there = {**_DEFAULTS, **stored_arguments[run]}
         differ = [
             f"{key} {there.get(key)} there, {value} here" for key, value in here.items() if there.get(key) != value
         ]
@@ -283,6 +289,8 @@ def _parse(argv):
     )
     parser.add_argument("--run", action="append", type=_named_run, metavar="NAME=ARGS",
                         help="replay this run instead of RUNS (repeat for more)")  # fmt: skip
+    parser.add_argument("--extra", default="", metavar="ARGS",
+                        help="scheduling.py arguments added to every run, e.g. --extra '--expected 0.2'")  # fmt: skip
     parser.add_argument("--against", help="a policy to hold the others' misses to, run by run")
     parser.add_argument("--baselines", type=Path, metavar="FILE",
                         help="hold the policies to the baselines of this earlier --json output instead of replaying them")  # fmt: skip

@@ -55,6 +55,7 @@ from e31_jupyter.core.simulator import (  # noqa: E402
     SIZE_CLASSES,
     Preemption,
     TraceJob,
+    declare_expected,
     mark_resumable,
     simulate,
     summarise,
@@ -105,12 +106,15 @@ def replay(args: argparse.Namespace) -> tuple[dict, int, float]:
 
 
 def replayed_jobs(args: argparse.Namespace) -> tuple[list[TraceJob], tuple[float, float], Preemption]:
-    """The jobs a replay of ``args`` sees (the window's, made large and keeping checkpoints as
-    ``model_arguments`` say), the window in seconds, and how suspends cost them."""
+    """The jobs a replay of ``args`` sees (the window's, made large, keeping checkpoints and
+    declaring expected run times as ``model_arguments`` say), the window in seconds, and how
+    suspends cost them."""
     jobs, window = window_jobs(args.trace, args.start, args.end, args.seed, model=args.deadlines)
     if args.large:
         jobs = made_large(jobs, *args.large, seed=args.seed)
     jobs = mark_resumable(jobs, args.resumable, args.seed)
+    if args.expected is not None:
+        jobs = declare_expected(jobs, args.expected, args.seed)
     return jobs, window, Preemption(checkpoint_every_s=args.checkpoint_every * 60, restore_s=args.restore_s)
 
 
@@ -153,7 +157,8 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
 
 def model_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
     """What a replay models beyond the trace (``replayed_jobs``): the jobs that keep checkpoints,
-    what a suspend costs them, and large jobs for a cluster unlike the trace."""
+    what a suspend costs them, large jobs for a cluster unlike the trace, and expected run times
+    declared beside the limits."""
     parser.add_argument("--resumable", type=float, default=0.5,
                         help="share of jobs that keep checkpoints, which a policy that preempts may suspend (seeded)")  # fmt: skip
     parser.add_argument("--checkpoint-every", type=float, default=30.0,
@@ -163,7 +168,21 @@ def model_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
     parser.add_argument("--large", type=_share_and_gpus, metavar="SHARE:GPUS",
                         help="make a seeded SHARE of the jobs ask for GPUS GPUs each, their run times and deadlines "
                         "as they were (e.g. 0.03:64): a cluster with many large jobs, unlike the trace")  # fmt: skip
+    parser.add_argument("--expected", type=_expected_error, metavar="ERROR",
+                        help="every job also declares an expected run time (as --expected-runtime), its true run "
+                        "time x a seeded factor within 1 +- ERROR (0: exact), which the queue is told instead of "
+                        "its limit (default: none, only limits)")  # fmt: skip
     return parser
+
+
+def _expected_error(text: str) -> float:
+    try:
+        error = float(text)
+    except ValueError:
+        error = -1.0
+    if not 0.0 <= error < 1.0:
+        raise argparse.ArgumentTypeError(f"--expected takes a share from 0 up to 1 (0.2: within 20%), not {text!r}")
+    return error
 
 
 def _share_and_gpus(text: str) -> tuple[float, int]:

@@ -21,6 +21,7 @@ from e31_jupyter.core.simulator import (
     Preemption,
     Simulation,
     TraceJob,
+    declare_expected,
     mark_resumable,
     next_clock_deadline,
     simulate,
@@ -210,6 +211,30 @@ def test_a_share_of_jobs_is_marked_resumable_without_changing_the_other_draws():
     marked = mark_resumable(jobs, 0.5, seed=3)
     assert 400 < sum(j.resumable for j in marked) < 600 and marked == mark_resumable(jobs, 0.5, seed=3)
     assert [replace(j, resumable=False) for j in marked] == jobs
+
+
+def test_expected_run_times_are_drawn_within_their_error_without_changing_the_other_draws():
+    jobs = mark_resumable(synthesise(list(range(1000)), [100.0] * 1000, [1] * 1000, [""] * 1000, seed=3), 0.5, seed=3)
+    told = declare_expected(jobs, 0.2, seed=3)
+    assert all(80.0 <= j.expected <= min(120.0, j.max_runtime) for j in told) and told == declare_expected(jobs, 0.2, 3)
+    assert [replace(j, expected=0.0) for j in told] == jobs
+    assert [j.expected for j in declare_expected(jobs, 0.0, seed=3)] == [100.0] * 1000
+    assert [(j.estimate, j.pending().estimate) for j in told[:3]] == [(j.expected, j.expected) for j in told[:3]]
+    assert jobs[0].estimate == jobs[0].max_runtime  # none declared: the queue is told its limit
+    with pytest.raises(ValueError, match="from 0 up to 1"):
+        declare_expected(jobs, 1.5)
+
+
+@pytest.mark.parametrize("name", ["e31", "e31-preempt", "edf"])
+def test_a_job_that_declares_its_expected_run_time_is_judged_by_it_and_not_by_its_limit(name):
+    # One GPU, held until 1000. A 100 s job comes at 1, due by 1300 with a limit of 3000 s: by its
+    # limit it can no longer make its deadline and is given up; told it takes 100 s, it waits and makes it.
+    busy = TraceJob("busy", 0.0, 1000.0, 1, "t", 1e6, 1000.0)
+    limit_only = TraceJob("short", 1.0, 100.0, 1, "t", 1300.0, 3000.0)
+    given_up = by_id(simulate([busy, limit_only], POLICIES[name], gpus=1, machine_gpus=1))["short"]
+    assert given_up.expired_at == 1.0 and given_up.started_at is None
+    told = by_id(simulate([busy, replace(limit_only, expected=100.0)], POLICIES[name], gpus=1, machine_gpus=1))
+    assert (told["short"].started_at, told["short"].finished_at) == (1000.0, 1100.0) and told["short"].on_time
 
 
 @pytest.mark.parametrize("name", list(POLICIES))
@@ -490,6 +515,17 @@ def test_the_runs_benchmark_holds_a_policy_to_stored_baselines_as_to_baselines_r
 
     elsewhere = runs_py("--policies", "e31", "--baselines", str(stored), run="one=--gpus 32 --deadlines clock")
     assert elsewhere.returncode != 0 and "replayed 'one, seed 0' otherwise (gpus 16 there, 32 here)" in elsewhere.stderr
+    told = runs_py("--policies", "e31", "--baselines", str(stored), "--extra", "--expected 0.2")
+    assert told.returncode != 0 and "(expected None there, 0.2 here)" in told.stderr
+    report = json.loads(stored.read_text())  # as written before --expected was an argument
+    report["arguments"] = {
+        run: {k: v for k, v in a.items() if k != "expected"} for run, a in report["arguments"].items()
+    }
+    stored.write_text(json.dumps(report))
+    older = runs_py("--policies", "e31", "--baselines", str(stored), "--json")
+    assert older.returncode == 0, older.stderr
+    for run, figures in json.loads(older.stdout)["runs"].items():
+        assert figures["e31"]["targets"] == alone_results["runs"][run]["e31"]["targets"]
     twice = runs_py("--policies", "edf,e31", "--baselines", str(stored))
     assert twice.returncode == 2 and "leave edf out of --policies" in twice.stderr
     not_json = runs_py("--policies", "e31", "--baselines", str(trace))

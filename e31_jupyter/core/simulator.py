@@ -20,6 +20,9 @@ time x a factor uniform in OVERESTIMATE, and a deadline by one of DEADLINE_MODEL
   18:00 UTC, the trace's clock) at least the declared max run time after the submit.
 
 A trace's own deadlines and declared run times, where it has them, are used as they are.
+Jobs declare only that limit unless ``declare_expected`` gives them an expected run time too,
+as a user who passes ``--expected-runtime`` does: the queue is then told to expect that
+(``TraceJob.estimate``), and learns from it, instead of the limit.
 
 A policy that preempts (``Policy.preempts``: ``e31-preempt``) may suspend running jobs that keep
 checkpoints (``TraceJob.resumable``; ``mark_resumable`` draws a share of them). A suspended job
@@ -64,10 +67,17 @@ class TraceJob:
     deadline: float
     max_runtime: float  # what the user declared
     resumable: bool = False  # it keeps checkpoints: a policy that preempts may suspend it
+    expected: float = 0.0  # the run time the user said to expect (``declare_expected``); 0: none
+
+    @property
+    def estimate(self) -> float:
+        """What the queue is told to expect the job to take (``Pending.estimate``): its expected
+        run time where the user gave one, else its limit."""
+        return self.expected or self.max_runtime
 
     def pending(self) -> Pending:
         return Pending(
-            self.id, self.gpus, self.submitted_at, self.max_runtime, self.max_runtime, self.deadline, self.team,
+            self.id, self.gpus, self.submitted_at, self.max_runtime, self.estimate, self.deadline, self.team,
             checkpoints=self.resumable,
         )  # fmt: skip
 
@@ -127,6 +137,19 @@ def mark_resumable(jobs: Sequence[TraceJob], share: float, seed: int = 0) -> lis
     ``synthesise``'s draws, so its deadlines and run times stay as they were)."""
     rng = random.Random(seed + 2)
     return [replace(job, resumable=rng.random() < share) for job in jobs]
+
+
+def declare_expected(jobs: Sequence[TraceJob], error: float, seed: int = 0) -> list[TraceJob]:
+    """``jobs``, each also declaring an expected run time: its true run time x a factor uniform
+    in [1 - ``error``, 1 + ``error``] (0: exactly right), never more than its limit; drawn apart
+    from the other draws, so deadlines, limits and checkpoints stay as they were."""
+    if not 0.0 <= error < 1.0:
+        raise ValueError(f"the error of expected run times is a share from 0 up to 1, not {error}")
+    rng = random.Random(seed + 3)
+    return [
+        replace(job, expected=min(job.duration * rng.uniform(1.0 - error, 1.0 + error), job.max_runtime))
+        for job in jobs
+    ]
 
 
 @dataclass(frozen=True)
@@ -234,7 +257,7 @@ class Simulation:
         pending = job.pending()
         self.waiting[job.id] = pending
         self.usage.join(job.team)
-        self.demand.submitted(job.submitted_at, job.gpus, job.max_runtime, job.deadline)
+        self.demand.submitted(job.submitted_at, job.gpus, job.estimate, job.deadline)
         insort(self.queue, (self.policy.priority(pending, snap), job.id))
 
     def _resort(self, snap: Snapshot) -> None:
@@ -305,7 +328,7 @@ class Simulation:
             trace.gpus,
             trace.submitted_at,
             limit,
-            trace.max_runtime,
+            trace.estimate,
             trace.deadline,
             trace.team,
             suspended_by_queue=True,
@@ -332,7 +355,7 @@ class Simulation:
             self.usage.end(job.team, running.gpus, running.started_at, now)
             window = job.deadline - job.submitted_at
             took = job.duration if outcome.suspended else now - running.started_at
-            self.runtimes.observe(job.team, job.max_runtime, took, deadline_window_s=window)
+            self.runtimes.observe(job.team, job.estimate, took, deadline_window_s=window)
 
 
 def simulate(
