@@ -138,9 +138,6 @@ def replayed(argv: list[str]) -> dict:
     return {key: str(value) for key, value in run.items() if key not in ("policies", "plot", "pass_ms", "json")}
 
 
-_DEFAULTS = replayed(["--trace", ""])  # what a replay takes where no argument says
-
-
 def held_to_baselines(figures: dict[str, dict], baselines: dict[str, dict]) -> dict[str, dict]:
     """A run's figures with the baselines' beside them, and each other policy's targets held to
     those baselines (``scheduling.targets``), as though they were replayed in the same run."""
@@ -152,6 +149,7 @@ def _stored_baselines(path: Path, arguments: dict[str, dict]) -> dict[str, dict]
     """The baselines' figures of each run from an earlier ``--json`` output; exits saying what is
     wrong when the file lacks a run or its baselines, or replayed it with other arguments."""
     runs, stored_arguments = _report(path)
+    defaults = replayed(["--trace", ""])  # what a replay takes where no argument says
     baselines = {}
     for run, here in arguments.items():
         if run not in runs or run not in stored_arguments:
@@ -159,7 +157,7 @@ def _stored_baselines(path: Path, arguments: dict[str, dict]) -> dict[str, dict]
                 f"runs.py: --baselines {path} has no run {run!r}: replay the baselines with the same --seed, --only or --run"
             )
         # An argument the file lacks came after it: its runs replayed as that argument's default does.
-        there = {**_DEFAULTS, **stored_arguments[run]}
+        there = {**defaults, **stored_arguments[run]}
         differ = [
             f"{key} {there.get(key)} there, {value} here" for key, value in here.items() if there.get(key) != value
         ]

@@ -56,6 +56,7 @@ from e31_jupyter.core.simulator import (  # noqa: E402
     Preemption,
     TraceJob,
     declare_expected,
+    expected_error,
     mark_resumable,
     simulate,
     summarise,
@@ -177,12 +178,11 @@ def model_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
 
 def _expected_error(text: str) -> float:
     try:
-        error = float(text)
+        return expected_error(float(text))
     except ValueError:
-        error = -1.0
-    if not 0.0 <= error < 1.0:
-        raise argparse.ArgumentTypeError(f"--expected takes a share from 0 up to 1 (0.2: within 20%), not {text!r}")
-    return error
+        raise argparse.ArgumentTypeError(
+            f"--expected takes a share from 0 up to 1 (0.2: within 20%), not {text!r}"
+        ) from None
 
 
 def _share_and_gpus(text: str) -> tuple[float, int]:

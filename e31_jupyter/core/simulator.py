@@ -143,13 +143,19 @@ def declare_expected(jobs: Sequence[TraceJob], error: float, seed: int = 0) -> l
     """``jobs``, each also declaring an expected run time: its true run time x a factor uniform
     in [1 - ``error``, 1 + ``error``] (0: exactly right), never more than its limit; drawn apart
     from the other draws, so deadlines, limits and checkpoints stay as they were."""
-    if not 0.0 <= error < 1.0:
-        raise ValueError(f"the error of expected run times is a share from 0 up to 1, not {error}")
+    expected_error(error)
     rng = random.Random(seed + 3)
     return [
         replace(job, expected=min(job.duration * rng.uniform(1.0 - error, 1.0 + error), job.max_runtime))
         for job in jobs
     ]
+
+
+def expected_error(error: float) -> float:
+    """``error`` where it is one ``declare_expected`` takes (a share from 0 up to 1); ValueError else."""
+    if not 0.0 <= error < 1.0:
+        raise ValueError(f"the error of expected run times is a share from 0 up to 1, not {error}")
+    return error
 
 
 @dataclass(frozen=True)
