@@ -28,7 +28,7 @@ that ``scheduling.py`` gives for the same arguments. It prints:
   the jobs on them really ended, which no policy knew), and the GPUs that jobs of over a day
   held. A job bigger than a machine needs whole ones: this says whether a policy left any.
 
-RESULTS.md quotes it where it says why one policy misses what another meets.
+HISTORY.md quotes it where it says why one policy misses what another meets.
 """
 
 from __future__ import annotations

@@ -20,10 +20,10 @@ the jobs ask for 64 GPUs, one on machines of 16): they are not replayed unless `
 names them, and no rule is to be judged on them, only checked, once kept, for whether its gain
 holds where it was never tuned. Runs go in parallel (``--workers``, default the
 machine's cores). One run moves by tens of percent with an unrelated change to the order of the
-line (one burst decides it: RESULTS.md, "How much rides on one burst"), so judge a rule by all
+line (one burst decides it: HISTORY.md, "How much rides on one burst"), so judge a rule by all
 of them, and on several draws: ``--seed 0,1,2,3`` replays each run on each seed ("RUN, seed S"),
 and the counts and ``--against`` take in every one. Two seeds were not enough to judge one rule
-(RESULTS.md, stop 60).
+(HISTORY.md, stop 60).
 
 Prints a table of each policy's misses and goodput per run, the targets met where baselines
 were replayed beside it (``scheduling.targets``), how many runs meet each, and, with
@@ -64,7 +64,7 @@ _UNSEEN_WINDOWS = {
     "December, 64-GPU jobs": "--gpus 272 --start 2017-12-01 --end 2017-12-22 --large 0.03:64",
 }
 # Clusters unlike the trace, where 64-GPU jobs are a tenth to a half of the jobs (and most of the
-# work): e31 misses more deadlines than edf on several of these (RESULTS.md, stop 58).
+# work): e31 misses more deadlines than edf on several of these (HISTORY.md, stop 58).
 _MANY_LARGE_WINDOWS = {
     "December, a tenth 64-GPU jobs": "--gpus 488 --start 2017-12-01 --end 2017-12-22 --large 0.1:64",
     "November, 30% 64-GPU jobs": "--gpus 2400 --start 2017-11-01 --end 2017-11-29 --large 0.3:64",

@@ -141,14 +141,14 @@ def e31_walk(ordered: Sequence[Pending], snap: Snapshot, *, takes_back: bool = F
       already run on when one has room, on another only while they run on at most
       E31_LONG_SHARE of the machines. The other machines run only jobs that end within a day,
       so some turn whole every night for the jobs that need whole machines, where long jobs
-      spread one or two to a machine would leave none (RESULTS.md, stop 69). A long job waits
+      spread one or two to a machine would leave none (HISTORY.md, stop 69). A long job waits
       for its turn in the share (when the running long jobs are expected to have left room for
       it and for those ahead of it in line) only while it can afford to: it would still make
       its deadline after that wait, taking as long as E31_LONG_SURE of its team's jobs; else it
       starts where the GPUs are. A job bigger
       than a machine waits for its turn whatever its deadline: past the share, it would hold
       whole machines for days that nothing can take back, the GPUs the large jobs that come
-      later need free together (RESULTS.md, stop 64). Unless something can: where the policy
+      later need free together (HISTORY.md, stop 64). Unless something can: where the policy
       ``takes_back`` GPUs by suspending jobs (e31-preempt) and the job keeps checkpoints, it is
       judged as a job of one machine (stop 65). While no short job came for a day, there is
       nothing to keep the rest for, and the share does not hold.
@@ -162,7 +162,7 @@ def e31_walk(ordered: Sequence[Pending], snap: Snapshot, *, takes_back: bool = F
     long job runs it starts whatever its size (``LongJobs.admit``), and it waits for the long
     jobs running to end, which they do, so the share never starves it. Exempt, large long jobs
     filled the GPUs the share keeps turning over, and large jobs missed more deadlines, not
-    fewer (RESULTS.md, stop 60).
+    fewer (HISTORY.md, stop 60).
     """
     now = snap.now
     lane = e31_lane(snap)

@@ -43,7 +43,7 @@ def e31_preempt_priority(job: Pending, snap: Snapshot) -> tuple:
     """Earliest deadline first, as fair share moves it (``moved_deadline``), then submit time:
     e31's order without its hours. Where a job due soon can be given room by suspending others,
     serving the fewest GPU-hours first among jobs due in the same hour missed more deadlines
-    than it saved (RESULTS.md, stop 58)."""
+    than it saved (HISTORY.md, stop 58)."""
     if job.deadline is None:
         return (math.inf, job.submitted_at, job.id)
     return (moved_deadline(job, snap, expected_runtime(job, snap)), job.submitted_at, job.id)
@@ -74,7 +74,7 @@ def e31_preempt_walk(ordered: Sequence[Pending], snap: Snapshot) -> Decision:
       that could wait is not made to miss by it. The suspend saves a deadline, and the jobs
       suspended keep theirs. Held to the GPU time alone, a short job's deadline was worth too
       little to save: half an hour between checkpoints loses a quarter of an hour on each GPU,
-      on average, more than many short jobs take (RESULTS.md, stop 61).
+      on average, more than many short jobs take (HISTORY.md, stop 61).
 
     The cheapest to suspend go first, and only those on the machines the job takes. A job whose
     deadline cannot be met even now is not helped, and none is suspended for a job that fits but
@@ -166,7 +166,7 @@ def _judged_runtime(job: Running, snap: Snapshot) -> float:
     so if left alone; else as long as half of them took (E31_GIVE_UP, the odds by which a waiting
     job expires). A job only likely to be on time may be suspended while that leaves it more
     likely than not to be: held to E31_LONG_SURE, it never could, and on the clock runs of
-    RESULTS.md a third to two thirds of the tries to make room failed for want of such jobs
+    HISTORY.md a third to two thirds of the tries to make room failed for want of such jobs
     alone (stop 62)."""
     assert job.deadline is not None  # asked only of a job with one
     sure = _runtime_so_far(job, snap, E31_LONG_SURE)
@@ -211,7 +211,7 @@ class Room:
     def _weigh(self, job: Running) -> Suspendable | None:
         """None for a resumed job that has saved no checkpoint since it started again: suspended
         now it would have gained nothing from its restore, and the cheapest to suspend, a job
-        just started again was suspended again and again, hundreds of times (RESULTS.md, stop 63)."""
+        just started again was suspended again and again, hundreds of times (HISTORY.md, stop 63)."""
         snap = self.snap
         checkpointed = snap.checkpointed(job) if snap.checkpointed is not None else job.checkpointed_at
         assert checkpointed is not None  # only such jobs are suspendable
