@@ -781,6 +781,21 @@ def test_e31_serves_jobs_due_in_the_same_hour_fewest_gpu_hours_first():
     assert [j.id for j in POLICIES["e31"].order([small, big], snap)] == ["big", "small"]
 
 
+def test_e31_preempt_serves_jobs_due_at_the_same_minute_fewest_gpu_hours_first_and_others_by_deadline():
+    hour = (NOW // 3600 + 2) * 3600  # an hour boundary, two ahead
+    wide_sooner = pending("wide-sooner", 8, submitted=1, max_runtime=3000, deadline=hour + 600)
+    narrow_later = pending("narrow-later", 1, submitted=2, max_runtime=600, deadline=hour + 1200)  # 10 min later
+    wide = pending("wide", 8, submitted=3, max_runtime=3000, deadline=hour + 1800)
+    narrow = pending("narrow", 1, submitted=4, max_runtime=600, deadline=hour + 1830)  # the same minute as wide
+    jobs, snap = [wide, narrow, narrow_later, wide_sooner], snapshot([8] * 4)
+    order = [j.id for j in POLICIES["e31-preempt"].order(jobs, snap)]
+    assert order == ["wide-sooner", "narrow-later", "narrow", "wide"]
+    # e31 groups the whole hour: there the narrow ones go first
+    assert [j.id for j in POLICIES["e31"].order(jobs, snap)] == ["narrow-later", "narrow", "wide-sooner", "wide"]
+    # a job without a deadline goes last
+    assert POLICIES["e31-preempt"].order([pending("none"), narrow], snap)[0] is narrow
+
+
 # -- Slurm's multifactor priority ------------------------------------------------------------------
 
 

@@ -1,4 +1,4 @@
-"""``e31-preempt``: ``e31`` in plain deadline order (``e31_preempt_priority``), and running jobs
+"""``e31-preempt``: ``e31`` in deadline order (``e31_preempt_priority``), and running jobs
 that keep checkpoints may be suspended for a waiting job that would otherwise miss its
 deadline, when they can afford it and it is worth what they lose (``e31_preempt_walk``).
 ``Supply`` forecasts the GPUs running jobs free by a time, to decide when room is made early;
@@ -37,16 +37,25 @@ from e31_jupyter.core.policy import (
 # it takes whole machines. A count of GPUs, not the machine's size: on machines of 4 GPUs the
 # common 8-GPU job would otherwise be one.
 E31_LARGE_GPUS = 8
+# Deadlines within the same minute are due together (``e31_preempt_priority``).
+E31_PREEMPT_SAME_DUE_S = 60.0
 
 
 def e31_preempt_priority(job: Pending, snap: Snapshot) -> tuple:
-    """Earliest deadline first, as fair share moves it (``moved_deadline``), then submit time:
-    e31's order without its hours. Where a job due soon can be given room by suspending others,
-    serving the fewest GPU-hours first among jobs due in the same hour missed more deadlines
-    than it saved (HISTORY.md, stop 58)."""
+    """Earliest deadline first, to the minute (E31_PREEMPT_SAME_DUE_S); among jobs due at the
+    same minute, as where many want results by the same time of day, the one expected to take
+    the fewest GPU-hours first, then the deadline as fair share moves it (``moved_deadline``),
+    then submit time. When not all of them can be met, shortest first meets the most (Moore and
+    Hodgson's rule for one deadline); between different deadlines it is plain deadline order.
+    e31 groups deadlines by the hour instead; where a job due soon can be given room by
+    suspending others, that missed more deadlines than it saved, as jobs due an hour apart are
+    not due together (HISTORY.md, stops 58 and 82). The price: fair share orders only jobs due
+    at the same minute, so it no longer moves a team's jobs behind others due later."""
     if job.deadline is None:
-        return (math.inf, job.submitted_at, job.id)
-    return (moved_deadline(job, snap, expected_runtime(job, snap)), job.submitted_at, job.id)
+        return (math.inf, 0.0, math.inf, job.submitted_at, job.id)
+    expected = expected_runtime(job, snap)
+    due_together = job.deadline // E31_PREEMPT_SAME_DUE_S * E31_PREEMPT_SAME_DUE_S
+    return (due_together, job.gpus * expected, moved_deadline(job, snap, expected), job.submitted_at, job.id)
 
 
 def e31_preempt_walk(ordered: Sequence[Pending], snap: Snapshot) -> Decision:
