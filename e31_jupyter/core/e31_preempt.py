@@ -58,8 +58,9 @@ def e31_preempt_priority(job: Pending, snap: Snapshot) -> tuple:
         return (math.inf, 0.0, math.inf, job.submitted_at, job.id)
     expected = expected_runtime(job, snap)
     moved = moved_deadline(job, snap, expected)
-    due = moved if moved > job.deadline else job.deadline // E31_PREEMPT_SAME_DUE_S * E31_PREEMPT_SAME_DUE_S
-    return (due, job.gpus * expected, moved, job.submitted_at, job.id)
+    due_minute = job.deadline // E31_PREEMPT_SAME_DUE_S * E31_PREEMPT_SAME_DUE_S
+    delayed = moved > job.deadline  # its team is over its share
+    return (moved if delayed else due_minute, job.gpus * expected, moved, job.submitted_at, job.id)
 
 
 def e31_preempt_walk(ordered: Sequence[Pending], snap: Snapshot) -> Decision:
