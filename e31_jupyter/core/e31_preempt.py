@@ -51,6 +51,8 @@ def e31_preempt_priority(job: Pending, snap: Snapshot) -> tuple:
     behind other teams' jobs due before the moved deadline; a team under its share is not moved
     earlier, but keeps its place among the jobs due at its minute, where shortest first serves
     it (moving it earlier instead missed 4.9% more jobs over 96 runs: HISTORY.md, stop 83).
+    Kept at the back of its minute instead, where other teams' jobs are due then, a team over
+    its share missed as many jobs, and more on the slack runs (HISTORY.md, stop 84).
     e31 groups deadlines by the hour instead; where a job due soon can be given room by
     suspending others, that missed more deadlines than it saved, as jobs due an hour apart are
     not due together (HISTORY.md, stops 58 and 82)."""
