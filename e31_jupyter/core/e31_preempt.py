@@ -50,7 +50,8 @@ def e31_preempt_priority(job: Pending, snap: Snapshot) -> tuple:
     A team over its share of recent GPU time has its jobs' deadlines moved later by fair share,
     behind other teams' jobs due before the moved deadline; a team under its share is not moved
     earlier, but keeps its place among the jobs due at its minute, where shortest first serves
-    it (moving it earlier instead missed 4.9% more jobs over 96 runs: HISTORY.md, stop 83).
+    it (moved earlier out of its minute, with a team over its share kept in its own, 5.5% more
+    jobs were missed over 96 runs than with this order: HISTORY.md, stop 83).
     Kept at the back of its minute instead, where other teams' jobs are due then, a team over
     its share missed as many jobs, and more on the slack runs (HISTORY.md, stop 84).
     e31 groups deadlines by the hour instead; where a job due soon can be given room by
