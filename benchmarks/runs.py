@@ -37,6 +37,7 @@ with the same arguments (its ``arguments`` say which), or the command stops and 
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import math
 import os
@@ -138,6 +139,17 @@ def replayed(argv: list[str]) -> dict:
     return {key: str(value) for key, value in run.items() if key not in ("policies", "plot", "pass_ms", "json")}
 
 
+def as_replayed(stored: dict) -> dict:
+    """A run's arguments as an earlier ``--json`` output stored them, with the default of each
+    argument that came after it: its runs were replayed as that default does."""
+    return {**_defaults(), **stored}
+
+
+@functools.cache
+def _defaults() -> dict:
+    return replayed(["--trace", ""])
+
+
 def held_to_baselines(figures: dict[str, dict], baselines: dict[str, dict]) -> dict[str, dict]:
     """A run's figures with the baselines' beside them, and each other policy's targets held to
     those baselines (``scheduling.targets``), as though they were replayed in the same run."""
@@ -149,15 +161,13 @@ def _stored_baselines(path: Path, arguments: dict[str, dict]) -> dict[str, dict]
     """The baselines' figures of each run from an earlier ``--json`` output; exits saying what is
     wrong when the file lacks a run or its baselines, or replayed it with other arguments."""
     runs, stored_arguments = _report(path)
-    defaults = replayed(["--trace", ""])  # what a replay takes where no argument says
     baselines = {}
     for run, here in arguments.items():
         if run not in runs or run not in stored_arguments:
             sys.exit(
                 f"runs.py: --baselines {path} has no run {run!r}: replay the baselines with the same --seed, --only or --run"
             )
-        # An argument the file lacks came after it: its runs replayed as that argument's default does.
-        there = {**defaults, **stored_arguments[run]}
+        there = as_replayed(stored_arguments[run])
         differ = [
             f"{key} {there.get(key)} there, {value} here" for key, value in here.items() if there.get(key) != value
         ]
@@ -191,10 +201,10 @@ def summary(results: dict[str, dict], against: str | None) -> dict[str, dict]:
     policies = dict.fromkeys(name for figures in results.values() for name in figures)
     for policy in policies:
         held = [run[policy]["targets"] for run in results.values() if "targets" in run.get(policy, {})]
-        met = {target: sum(bool(_met(t, target)) for t in held) for target in TARGETS}
+        meeting = {target: sum(bool(met(t, target)) for t in held) for target in TARGETS}
         row: dict = {
             "runs_held_to_baselines": len(held),
-            "runs_meeting": met,
+            "runs_meeting": meeting,
             # how often the best miss rate of every class is one baseline's: "no class pays" asks
             # the policy to match, in each class, what no single baseline did
             "runs_a_baseline_is_best_in_every_class": sum(bool(t["baselines_best_in_every_class"]) for t in held),
@@ -217,7 +227,7 @@ _PAYING = {
 }
 
 
-def _met(targets: dict, target: str) -> bool | None:
+def met(targets: dict, target: str) -> bool | None:
     return not targets[_PAYING[target]] if target in _PAYING else targets[target]
 
 
@@ -229,8 +239,8 @@ def _table(results: dict[str, dict], against: str | None) -> str:
     for run, figures in results.items():
         for policy, f in figures.items():
             by_class = " / ".join(f"{f['miss_rate_by_class'][c]:.3f}" for c in ("1", "2-8", ">8"))
-            met = (", ".join(t for t in TARGETS if _met(f["targets"], t)) or "none") if "targets" in f else ""
-            lines.append(f"| {run} | {policy} | {f['miss_rate']:.4f} | {by_class} | {f['goodput']:.3f} | {met} |")
+            names = (", ".join(t for t in TARGETS if met(f["targets"], t)) or "none") if "targets" in f else ""
+            lines.append(f"| {run} | {policy} | {f['miss_rate']:.4f} | {by_class} | {f['goodput']:.3f} | {names} |")
     lines += [
         "",
         "| policy | runs held to baselines | "

@@ -5,6 +5,7 @@ from __future__ import annotations
 import datetime as dt
 import importlib.util
 import os
+import sys
 import time
 from pathlib import Path
 
@@ -20,6 +21,7 @@ def benchmark_module(name: str):
     """A module of benchmarks/ by file name (they are scripts, not a package)."""
     spec = importlib.util.spec_from_file_location(f"{Path(name).stem}_benchmark", BENCHMARKS / name)
     module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # as an import does: a dataclass looks its module up there
     spec.loader.exec_module(module)
     return module
 
