@@ -796,23 +796,20 @@ def test_e31_preempt_serves_jobs_due_at_the_same_minute_fewest_gpu_hours_first_a
     assert POLICIES["e31-preempt"].order([pending("none"), narrow], snap)[0] is narrow
 
 
-def test_e31_preempt_moves_a_team_over_its_share_behind_jobs_due_later_and_one_under_it_not_ahead():
+def test_e31_preempt_orders_by_fair_share_only_jobs_due_at_the_same_minute():
     minute = (NOW // 60 + 60) * 60  # a minute boundary, an hour ahead
-    snap = snapshot([8], usage={"heavy": 6e6, "light": 1e6, "even": 3e6})  # shares used 1.8, 0.3, 0.9
+    snap = snapshot([8], usage={"heavy": 6e6, "light": 1e6})  # shares used 1.7 and 0.3
     heavy = pending("heavy", submitted=1, max_runtime=1000, deadline=minute, team="heavy")
-    light = pending("light", submitted=2, max_runtime=1000, deadline=minute + 120, team="light")
+    light = pending("light", submitted=2, max_runtime=1000, deadline=minute + 30, team="light")
     order = POLICIES["e31-preempt"].order
-    # over its share: moved later by a fifth of its run time, behind a job due two minutes later
+    # due at the same minute and as long: the team under its share first, though submitted later
     assert [j.id for j in order([heavy, light], snap)] == ["light", "heavy"]
-    # under its share: not moved ahead of a job due two minutes before it
-    even = replace(heavy, id="even", team="even")
-    assert [j.id for j in order([light, even], snap)] == ["even", "light"]
-    # among jobs due at the same minute, the fewest GPU-hours still go first, whatever the team
-    wide_light = replace(light, id="wide-light", gpus=8, deadline=minute)
-    narrow_even = replace(even, id="narrow-even", deadline=minute + 30)
-    assert [j.id for j in order([wide_light, narrow_even], snap)] == ["narrow-even", "wide-light"]
-    # a team far over its share: its job, due first, goes last
-    assert [j.id for j in order([heavy, wide_light, narrow_even], snap)] == ["narrow-even", "wide-light", "heavy"]
+    # due a minute apart: deadline order, whatever the teams' shares
+    later = replace(light, id="later", deadline=minute + 120)
+    assert [j.id for j in order([later, heavy], snap)] == ["heavy", "later"]
+    # among jobs due at the same minute, the fewest GPU-hours go first, whatever the team
+    wide_light = replace(light, id="wide-light", gpus=8)
+    assert [j.id for j in order([wide_light, heavy], snap)] == ["heavy", "wide-light"]
 
 
 # -- Slurm's multifactor priority ------------------------------------------------------------------

@@ -17,7 +17,7 @@
   can wait and such short jobs came in the last day; a
   fair-share nudge. See ``e31_priority``, ``e31_lane``, ``LongJobs`` and ``e31_walk``.
 - ``e31-preempt``: ``e31`` in deadline order (among jobs due at the same minute, fewest expected
-  GPU-hours first; fair share that only delays a team over its share), and a job that will miss its deadline unless
+  GPU-hours first, then fair share), and a job that will miss its deadline unless
   it is given room may have running jobs that keep checkpoints suspended for it, when they can
   afford it and it is worth what they lose. See ``e31_preempt_priority`` and ``e31_preempt_walk``
   (``e31_preempt.py``).
