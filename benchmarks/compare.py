@@ -45,7 +45,7 @@ import scipy.stats
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from runs import RUNS, TARGETS, as_replayed, met  # noqa: E402
+from runs import MODELS, RUNS, TARGETS, as_replayed, met  # noqa: E402
 
 _SEED = re.compile(r", seed \d+$")
 _KIND = {name: kind for kind, runs in RUNS.items() for name in runs}
@@ -72,14 +72,14 @@ class Pair:
     def window(self) -> str:
         """The run's jobs and cluster: its name without the deadline model and the seed."""
         name = _SEED.sub("", self.run)
-        for model in ("slack", "clock"):
+        for model in MODELS:
             name = name.removesuffix(f", {model}")
         return name
 
     @property
     def model(self) -> str:
         name = _SEED.sub("", self.run)
-        return next((m for m in ("slack", "clock") if name.endswith(f", {m}")), "")
+        return next((m for m in MODELS if name.endswith(f", {m}")), "")
 
     @property
     def kind(self) -> str:
@@ -139,21 +139,17 @@ def window_interval(paired: Sequence[Pair], level: float = 0.95) -> tuple[float,
 
 def sign_test(fewer: int, more: int) -> float:
     """Two-sided exact binomial p of a split at least as uneven as ``fewer`` / ``more`` by a fair coin."""
-    n, k = fewer + more, min(fewer, more)
-    if n == 0:
-        return 1.0
-    tail = sum(math.comb(n, i) for i in range(k + 1)) / 2**n
-    return min(1.0, 2 * tail)
+    return float(scipy.stats.binomtest(fewer, fewer + more).pvalue) if fewer + more else 1.0
 
 
 def compare(paired: Sequence[Pair]) -> dict:
     """The report's figures (module docstring)."""
     fewer = sum(after < before for before, after in (p.missed for p in paired))
     more = sum(after > before for before, after in (p.missed for p in paired))
-    interval = window_interval(paired)
+    totals = _totals(paired)
     report: dict = {
         "runs": len(paired),
-        "missed": _totals(paired),
+        "missed": totals,
         "by_model": {m: _totals([p for p in paired if p.model == m]) for m in sorted({p.model for p in paired})},
         "by_kind": {k: _totals([p for p in paired if p.kind == k]) for k in dict.fromkeys(p.kind for p in paired)},
         "fewer": fewer,
@@ -161,9 +157,9 @@ def compare(paired: Sequence[Pair]) -> dict:
         "same": len(paired) - fewer - more,
         "sign_test_p": sign_test(fewer, more),
         "without_ratio": sum(p.ratio is None for p in paired),
-        "windows": None if interval is None else interval[3],
-        "geometric_mean": None if interval is None else interval[0],
-        "interval_95": None if interval is None else interval[1:3],
+        "windows": totals["windows"],
+        "geometric_mean": totals["geometric_mean"],
+        "interval_95": totals["interval_95"],
         "targets": _targets(paired),
     }
     report["verdict"] = _verdict(report)
@@ -182,6 +178,7 @@ def _totals(paired: Sequence[Pair]) -> dict:
         "change": after / before - 1 if before else None,
         "geometric_mean": None if interval is None else interval[0],
         "interval_95": None if interval is None else interval[1:3],
+        "windows": None if interval is None else interval[3],
     }
 
 
